@@ -1,0 +1,33 @@
+# The two commands of the README:  `make demo` (the CPU demo, end to end)  and  `make test`.
+# Both create the virtual environment on first use and are idempotent.
+SHELL := /bin/bash
+VENV := .venv
+BIN := $(CURDIR)/$(VENV)/bin
+STAMP := $(VENV)/.installed
+# Rules call `pdelra`, `snakemake`, `dvc`, `papermill` from the project's environment.
+export PATH := $(BIN):$(PATH)
+export DVC_NO_ANALYTICS := 1
+
+.PHONY: demo test venv lint clean-demo
+
+$(STAMP): pyproject.toml
+	python3 -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/python -m ipykernel install --sys-prefix --name pdelra --display-name "pdelra (.venv)"
+	touch $(STAMP)
+
+venv: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/snakemake --configfile config/demo.yaml
+
+test: $(STAMP)
+	$(BIN)/pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/snakemake --lint --configfile config/demo.yaml
+
+clean-demo:
+	rm -rf results/demo data/demo

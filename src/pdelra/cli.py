@@ -1,0 +1,51 @@
+"""The one `pdelra` command: every pipeline step is a subcommand, so each rule's shell line reads like a
+sentence and any step can also be run by hand.
+
+Subcommand modules register themselves lazily: importing this module must stay cheap (no torch), because
+`pdelra --help` and the data rules should not pay for the model stack.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+# Each module exposes `register(subparsers)`, adding its subcommand(s) with `set_defaults(func=...)`.
+SUBCOMMAND_MODULES = (
+    "pdelra.data.cli",  # generate, fetch, extract, preprocess
+    "pdelra.training.cli",  # train
+    "pdelra.aggregate",  # aggregate
+    "pdelra.report",  # report
+    "pdelra.versioning",  # version
+    "pdelra.bench",  # bench
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pdelra",
+        description=(
+            "Reproduce 'Where to Add PDE Diffusion in Transformers' on the Long Range Arena. "
+            "Each subcommand is one step of the Snakemake workflow; run `pdelra SUBCOMMAND --help` for its options."
+        ),
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    subparsers = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
+    for name in SUBCOMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
