@@ -1,0 +1,30 @@
+"""`pdelra bench`: benchmarks that print figures and ratios measured side by side in one process.
+
+They are not tests: speed goals are judged from their printed ratios, never from timed assertions that flake on a
+noisy machine.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+# subcommand name -> module providing add_arguments(parser) and run(args) -> int
+BENCHMARKS = {
+    "train-step": "pdelra.bench.train_step",
+    "preprocess": "pdelra.bench.preprocess",
+}
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "bench",
+        help="run a benchmark (train-step overhead of each diffusion position, preprocessing throughput)",
+        description=__doc__,
+    )
+    benches = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
+    for name, module_name in BENCHMARKS.items():
+        module = importlib.import_module(module_name)
+        sub = benches.add_parser(name, help=module.__doc__.strip().splitlines()[0], description=module.__doc__)
+        module.add_arguments(sub)
+        sub.set_defaults(func=module.run)

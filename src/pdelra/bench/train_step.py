@@ -1,0 +1,269 @@
+"""Benchmark: cost of PDE diffusion in a full train step (forward + backward + AdamW) of the ListOps model.
+
+Every variant is timed against `none` in the same process, interleaved (none, A, none, B, …, round after
+round), because round-to-round noise on a shared CPU (±5–10 %) is larger than one diffusion layer's cost:
+each variant's ratio is its step time over the mean of the two `none` steps around it, and the median over
+rounds is reported. The diffusion layer alone (forward + backward at the same shape) is timed the same way
+and reported as a share of a `none` step.
+
+Goals (issue 2): after_embedding ≤ 1.01×, single-scale per-block positions ≤ 1.03×,
+multi-scale per-block ≤ 1.06×.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+POSITIONS = (
+    "after_embedding",
+    "after_mlp",
+    "between_layers",
+    "before_layernorm",
+    "in_attention",
+    "across_heads",
+    "after_attention",
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048], help="sequence lengths L")
+    parser.add_argument("--batch-size", type=int, default=4, help="batch size (default 4: fits a CPU)")
+    parser.add_argument("--variants", nargs="+", default=list(POSITIONS), help="variants timed against none")
+    parser.add_argument("--scales", nargs="+", default=["h1", "multi"], help="scales (h1 h2 h4 multi)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
+    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    parser.add_argument("--ragged", action="store_true", help="random lengths in [L/2, L] instead of full")
+    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--clock",
+        choices=["wall", "cpu"],
+        default="wall",
+        help="wall time (default), or this process's CPU time: steadier on a shared machine with --threads 1",
+    )
+    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
+    # Table 8, ListOps.
+    parser.add_argument("--d-model", type=int, default=128)
+    parser.add_argument("--n-layers", type=int, default=6)
+    parser.add_argument("--n-heads", type=int, default=8)
+    parser.add_argument("--d-mlp", type=int, default=512)
+
+
+def _goal(variant: str, scale: str) -> float | None:
+    if variant == "after_embedding":
+        return 1.01
+    if variant in POSITIONS:
+        return 1.06 if scale == "multi" else 1.03
+    return None
+
+
+def _write_json_atomic(path: Path, data: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _resolve_device(name: str) -> Any:
+    import torch
+
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)
+
+
+def _timer(device: Any, work: Callable[[], None], clock: str = "wall") -> Callable[[], float]:
+    """A callable that runs `work` once and returns its time in seconds (synchronising CUDA)."""
+    import torch
+
+    now = time.process_time if clock == "cpu" else time.perf_counter
+
+    def timed() -> float:
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        start = now()
+        work()
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        return now() - start
+
+    return timed
+
+
+def _train_step(args: argparse.Namespace, device: Any, batch: tuple[Any, Any, Any], variant: str, scale: str):
+    """A timed forward + backward + AdamW step of the Table 8 ListOps model for one variant."""
+    import torch
+
+    from pdelra.model import LRAClassifier, ModelConfig
+
+    tokens, lengths, labels = batch
+    cfg = ModelConfig(
+        vocab_size=16,
+        num_classes=10,
+        max_length=tokens.shape[1],
+        d_model=args.d_model,
+        n_layers=args.n_layers,
+        n_heads=args.n_heads,
+        d_mlp=args.d_mlp,
+        variant=variant,
+        scale=scale,
+    )
+    torch.manual_seed(args.seed)
+    model = LRAClassifier(cfg).to(device).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=1e-5)
+
+    def work() -> None:
+        loss = torch.nn.functional.cross_entropy(model(tokens, lengths), labels)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return _timer(device, work, args.clock)
+
+
+def _layer_alone(args: argparse.Namespace, device: Any, batch: tuple[Any, Any, Any], scale: str):
+    """A timed forward + backward of one DiffusionLayer at the model's activation shape."""
+    import torch
+
+    from pdelra.model import SCALES
+    from pdelra.ops import DiffusionLayer
+
+    tokens, lengths, _ = batch
+    layer = DiffusionLayer(args.d_model, SCALES[scale]).to(device)
+    x = torch.randn(*tokens.shape, args.d_model, device=device, requires_grad=True)
+    grad = torch.randn_like(x)
+    return _timer(device, lambda: layer(x, lengths).backward(grad), args.clock)
+
+
+def _bench_length(args: argparse.Namespace, device: Any, length: int) -> list[dict[str, Any]]:
+    import torch
+
+    gen = torch.Generator().manual_seed(args.seed)
+    tokens = torch.randint(1, 16, (args.batch_size, length), generator=gen)
+    if args.ragged:
+        lengths = torch.randint(length // 2, length + 1, (args.batch_size,), generator=gen)
+    else:
+        lengths = torch.full((args.batch_size,), length)
+    labels = torch.randint(0, 10, (args.batch_size,), generator=gen)
+    batch = (tokens.to(device), lengths.to(device), labels.to(device))
+
+    cases = [(v, s) for v in args.variants for s in args.scales]
+    baseline = _train_step(args, device, batch, "none", "h1")
+    steps = {case: _train_step(args, device, batch, *case) for case in cases}
+    layers = {s: _layer_alone(args, device, batch, s) for s in args.scales}
+    ratios: dict[tuple[str, str], list[float]] = {case: [] for case in cases}
+    layer_times: dict[str, list[float]] = {s: [] for s in args.scales}
+    none_times: list[float] = []
+    total = args.warmup + args.rounds
+    for round_no in range(total):
+        timed = round_no >= args.warmup
+        before = baseline()
+        for case in cases:  # none, A, none, B, none, …: each ratio against its two neighbours
+            t = steps[case]()
+            after = baseline()
+            if timed:
+                ratios[case].append(t / ((before + after) / 2))
+                none_times.append(after)
+            before = after
+        for scale, layer in layers.items():
+            t = layer()
+            if timed:
+                layer_times[scale].append(t)
+        log.info("L=%d: round %d/%d done (none step %.3f s)", length, round_no + 1, total, before)
+
+    none_median = statistics.median(none_times)
+    kind = "ragged" if args.ragged else "full"
+    print(
+        f"\nL={length}, batch {args.batch_size}, {kind} lengths, {device.type}, {args.rounds} rounds, "
+        f"{torch.get_num_threads()} threads, {args.clock} clock: "
+        f"none step median {none_median * 1e3:.1f} ms"
+    )
+    print(f"{'variant':<18}{'scale':<7}{'ratio':>7}{'min':>7}{'max':>7}{'goal':>7}  met")
+    results: list[dict[str, Any]] = []
+    for (variant, scale), values in ratios.items():
+        ratio, goal = statistics.median(values), _goal(variant, scale)
+        met = "" if goal is None else ("yes" if ratio <= goal else "NO")
+        goal_text = "" if goal is None else f"{goal:.2f}"
+        print(
+            f"{variant:<18}{scale:<7}{ratio:>7.3f}{min(values):>7.3f}{max(values):>7.3f}{goal_text:>7}  {met}"
+        )
+        results.append(
+            {
+                "length": length,
+                "variant": variant,
+                "scale": scale,
+                "ratio": ratio,
+                "ratios": values,
+                "goal": goal,
+                "none_median_s": none_median,
+            }
+        )
+    for scale, values in layer_times.items():
+        layer_median = statistics.median(values)
+        share = layer_median / none_median
+        print(
+            f"diffusion layer alone ({scale}): {layer_median * 1e3:.2f} ms = {100 * share:.2f} % "
+            f"of a none step; × {args.n_layers} blocks = {100 * args.n_layers * share:.1f} %"
+        )
+        results.append({"length": length, "layer_alone": scale, "median_s": layer_median, "share": share})
+    return results
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from pdelra.model import SCALES, VARIANTS
+
+    for name in args.variants:
+        if name not in VARIANTS or name == "none":
+            raise SystemExit(
+                f"--variants: {name!r} is not a diffusion variant; choose from {', '.join(VARIANTS)}"
+            )
+    for scale in args.scales:
+        if scale not in SCALES:
+            raise SystemExit(f"--scales: unknown scale {scale!r}; choose from {', '.join(SCALES)}")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = _resolve_device(args.device)
+    results = [row for length in args.lengths for row in _bench_length(args, device, length)]
+    if args.json is not None:
+        info = {
+            "batch_size": args.batch_size,
+            "ragged": args.ragged,
+            "device": device.type,
+            "threads": torch.get_num_threads(),
+            "torch": torch.__version__,
+            "rounds": args.rounds,
+        }
+        _write_json_atomic(args.json, {**info, "results": results})
+        log.info("wrote %s", args.json)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="benchmarks/train_step.py",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    return run(args)

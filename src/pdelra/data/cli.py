@@ -1,0 +1,138 @@
+"""Subcommands `generate`, `fetch`, `extract`, `preprocess`: the data steps of the workflow.
+
+Heavy imports (numpy, Pillow, DVC) happen inside the handlers, so `pdelra --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+from pathlib import Path
+
+from pdelra.data import TASKS
+
+log = logging.getLogger("pdelra.data")
+
+
+def _generate(args: argparse.Namespace) -> int:
+    from pdelra.data.generate import generate
+
+    try:
+        params = json.loads(args.params)
+    except json.JSONDecodeError as err:
+        raise SystemExit(f"pdelra generate: --params is not valid JSON ({err})") from err
+    if not isinstance(params, dict):
+        raise SystemExit("pdelra generate: --params must be a JSON object of settings")
+    generate(args.task, Path(args.out), params)
+    return 0
+
+
+def _fetch(args: argparse.Namespace) -> int:
+    from pdelra.data.fetch import fetch
+
+    fetch(args.url, Path(args.out), args.md5)
+    return 0
+
+
+def _extract(args: argparse.Namespace) -> int:
+    from pdelra.data.extract import extract
+
+    extract(args.source, Path(args.archive), Path(args.out))
+    return 0
+
+
+def _preprocess(args: argparse.Namespace) -> int:
+    from pdelra.data.preprocess import preprocess
+
+    preprocess(args.task, Path(args.raw), Path(args.out), args.max_length, args.seed)
+    return 0
+
+
+def _guard(handler):  # type: ignore[no-untyped-def]
+    """Report a data error as one line naming the file (exit 1) instead of a traceback."""
+
+    def run(args: argparse.Namespace) -> int:
+        from pdelra.data.errors import DataError
+
+        try:
+            return handler(args)
+        except (DataError, ValueError) as err:
+            log.error("%s", err)
+            return 1
+
+    return run
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    from pdelra.data.extract import SOURCES
+    from pdelra.data.generate import DEFAULTS
+
+    settings = "; ".join(f"{task}: {', '.join(sorted(keys))}" for task, keys in DEFAULTS.items())
+    parser = subparsers.add_parser(
+        "generate",
+        help="write an offline stand-in for a task's raw source, in the real on-disk format",
+        description=(
+            "Write a seeded, generated raw source for TASK into --out (replaced as a whole), in the same "
+            "layout as the real source so `pdelra preprocess` reads both alike. Settings (--params JSON "
+            f"object; unknown keys are an error): {settings}."
+        ),
+    )
+    parser.add_argument("task", choices=TASKS, metavar="TASK", help=f"one of {', '.join(TASKS)}")
+    parser.add_argument("--out", required=True, help="raw task folder to write, e.g. data/raw/listops")
+    parser.add_argument(
+        "--params", default="{}", help="generation settings as JSON, e.g. '{\"n_train\": 500}'"
+    )
+    parser.set_defaults(func=_guard(_generate))
+
+    parser = subparsers.add_parser(
+        "fetch",
+        help="download a source through DVC (dvc import-url), verifying its md5",
+        description=(
+            "Download URL to PATH with `dvc import-url` inside the DVC project holding PATH, so PATH.dvc "
+            "records the URL and content md5; re-running with PATH.dvc present runs `dvc update`. The md5 is "
+            "checked against --md5 when given, otherwise against the md5 the previous fetch recorded in "
+            "PATH.dvc. On a mismatch or failed download the new file is removed and the previous one kept."
+        ),
+    )
+    parser.add_argument("--url", required=True, help="source URL (http, https, s3, ...)")
+    parser.add_argument("--out", required=True, help="download path, e.g. data/raw/downloads/lra_release.gz")
+    parser.add_argument("--md5", help="published md5 of the content, when there is one")
+    parser.set_defaults(func=_guard(_fetch))
+
+    parser = subparsers.add_parser(
+        "extract",
+        help="stream an archive and keep only the files the tasks use",
+        description=(
+            "Read ARCHIVE once as a stream and write the task folders it feeds under --out: lra_release → "
+            "listops/, retrieval/, pathfinder/ (Pathfinder-32 hard decoded into one packed array); imdb → "
+            "text/aclImdb/; cifar10 → image/cifar-10-batches-bin/. Unsafe members (absolute paths, '..', "
+            "links, devices) are refused; a truncated archive leaves earlier outputs untouched."
+        ),
+    )
+    parser.add_argument("source", choices=SOURCES, metavar="SOURCE", help=f"one of {', '.join(SOURCES)}")
+    parser.add_argument("--archive", required=True, help="the downloaded archive")
+    parser.add_argument(
+        "--out", required=True, help="raw data folder holding one folder per task, e.g. data/raw"
+    )
+    parser.set_defaults(func=_guard(_extract))
+
+    parser = subparsers.add_parser(
+        "preprocess",
+        help="tokenise a task's raw files into memory-mappable arrays + manifest.json",
+        description=(
+            "Read TASK's raw files in their source layout (generated or real) and write "
+            "{split}_{tokens,lengths,labels}.npy and manifest.json (last) into --out. Default max lengths: "
+            "listops 2000, text and retrieval 4000 per document, pathfinder and image 1024."
+        ),
+    )
+    parser.add_argument("task", choices=TASKS, metavar="TASK", help=f"one of {', '.join(TASKS)}")
+    parser.add_argument("--raw", required=True, help="raw task folder, e.g. data/raw/listops")
+    parser.add_argument("--out", required=True, help="processed task folder, e.g. data/processed/listops")
+    parser.add_argument(
+        "--max-length", type=int, default=None, help="tokens kept per document (default per task)"
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the carved splits (text val, pathfinder)"
+    )
+    parser.set_defaults(func=_guard(_preprocess))

@@ -1,0 +1,202 @@
+"""`pdelra extract`: stream a downloaded archive once and keep only what the tasks use.
+
+- `lra_release` (lra_release.gz, a gzipped tar): listops-1000/basic_*.tsv → RAW/listops,
+  tsv_data/new_aan_pairs.*.tsv → RAW/retrieval, pathfinder32/curv_contour_length_14 → RAW/pathfinder as
+  one packed array (PNGs decoded from the stream, never written as files). Any number of leading
+  `lra_release/` folders is stripped (the release nests `lra_release/lra_release/` and repeats some
+  folders at the top level); a file seen twice is kept once.
+- `imdb` (aclImdb_v1.tar.gz): aclImdb/{train,test}/{pos,neg}/*.txt → RAW/text/aclImdb/...
+- `cifar10` (cifar-10-binary.tar.gz): the 6 batches and batches.meta.txt → RAW/image/cifar-10-batches-bin/.
+
+Every member is checked before anything else: absolute paths, `..`, links and devices are refused with an
+error naming the member. Each task folder is built beside its target and swapped in only when the whole
+archive has been read, so a truncated or unsafe archive leaves earlier outputs untouched.
+"""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import logging
+import lzma
+import re
+import shutil
+import tarfile
+import zlib
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack
+from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from pdelra.data.errors import DataError
+from pdelra.data.progress import progress
+
+log = logging.getLogger("pdelra.data")
+
+SOURCES = ("lra_release", "imdb", "cifar10")
+PATHFINDER_PREFIX = "pathfinder32/curv_contour_length_14/"
+LRA_FILES = {
+    "listops-1000/basic_train.tsv": "listops", "listops-1000/basic_val.tsv": "listops",
+    "listops-1000/basic_test.tsv": "listops", "tsv_data/new_aan_pairs.train.tsv": "retrieval",
+    "tsv_data/new_aan_pairs.eval.tsv": "retrieval", "tsv_data/new_aan_pairs.test.tsv": "retrieval",
+}  # fmt: skip
+IMDB_FILE = re.compile(r"^aclImdb/(train|test)/(pos|neg)/\d+_\d+\.txt$")
+CIFAR_FILE = re.compile(r"^cifar-10-batches-bin/((data_batch_[1-5]|test_batch)\.bin|batches\.meta\.txt)$")
+
+
+def safe_name(member: tarfile.TarInfo, archive: Path) -> PurePosixPath:
+    """The member's normalised relative path; refuse anything that could write outside the target."""
+    name = member.name
+    path = PurePosixPath(name)
+    if path.is_absolute() or name.startswith(("/", "\\")) or re.match(r"^[A-Za-z]:", name):
+        raise DataError(archive, f"unsafe archive member {name!r}: absolute path")
+    if ".." in path.parts:
+        raise DataError(archive, f"unsafe archive member {name!r}: '..' in path")
+    if member.issym() or member.islnk():
+        raise DataError(archive, f"unsafe archive member {name!r}: link to {member.linkname!r}")
+    if member.isdev() or not (member.isfile() or member.isdir()):
+        raise DataError(archive, f"unsafe archive member {name!r}: not a regular file or folder")
+    return PurePosixPath(*[part for part in path.parts if part not in ("", ".")])
+
+
+def strip_release_prefix(path: PurePosixPath) -> str:
+    """'lra_release/lra_release/listops-1000/x' and 'lra_release/listops-1000/x' → 'listops-1000/x'."""
+    parts = list(path.parts)
+    while parts and parts[0] == "lra_release":
+        parts.pop(0)
+    return "/".join(parts)
+
+
+_DECOMPRESSORS: dict[bytes, Callable[..., BinaryIO]] = {
+    b"\x1f\x8b": gzip.open,
+    b"BZh": bz2.open,
+    b"\xfd7zXZ": lzma.open,
+}
+
+
+def _stream(archive: Path) -> tarfile.TarFile:
+    if not archive.is_file():
+        raise DataError(archive, "archive not found (run `pdelra fetch` first)")
+    # Decompress with gzip/bz2/lzma's own readers rather than tarfile's "r|*": those raise EOFError on a
+    # truncated stream, where tarfile's streaming decompressor can end quietly with the files read so far.
+    with open(archive, "rb") as handle:
+        magic = handle.read(6)
+    opener = next((o for prefix, o in _DECOMPRESSORS.items() if magic.startswith(prefix)), open)
+    try:
+        return tarfile.open(fileobj=opener(archive, "rb"), mode="r|")  # streaming: one pass, no seeking
+    except tarfile.TarError as err:
+        raise DataError(archive, f"not a readable tar archive ({err})") from err
+
+
+def _members(
+    tar: tarfile.TarFile, archive: Path, desc: str
+) -> Iterator[tuple[tarfile.TarInfo, PurePosixPath]]:
+    for member in progress(tar, desc):
+        yield member, safe_name(member, archive)
+
+
+def _copy(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    source = tar.extractfile(member)
+    assert source is not None  # regular files always have content
+    with source, open(target, "wb") as handle:
+        shutil.copyfileobj(source, handle, 1 << 20)
+
+
+def extract(source: str, archive: Path, out: Path) -> dict[str, int]:
+    """Extract `source` from `archive` into task folders under `out`; returns items kept per task."""
+    if source not in _EXTRACTORS:
+        raise ValueError(f"unknown source {source!r}; sources are {list(SOURCES)}")
+    try:
+        return _EXTRACTORS[source](archive, out)
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as err:
+        raise DataError(
+            archive, f"archive is truncated or corrupt ({err}); earlier outputs left as they were"
+        ) from err
+
+
+def _extract_lra(archive: Path, out: Path) -> dict[str, int]:
+    from pdelra.data import pathfinder
+    from pdelra.data.dirs import atomic_dir
+
+    kept = {"listops": 0, "retrieval": 0, "pathfinder": 0}
+    collector = pathfinder.Collector()
+    duplicates = 0
+    with ExitStack() as stack:
+        tmp = {task: stack.enter_context(atomic_dir(out / task)) for task in kept}
+        seen: set[str] = set()
+        with _stream(archive) as tar:
+            for member, path in _members(tar, archive, "lra_release"):
+                if not member.isfile():
+                    continue
+                name = strip_release_prefix(path)
+                if name in seen:
+                    duplicates += 1
+                    continue
+                if name in LRA_FILES:
+                    task = LRA_FILES[name]
+                    _copy(tar, member, tmp[task] / PurePosixPath(name).name)
+                elif name.startswith(PATHFINDER_PREFIX):
+                    relative = name[len(PATHFINDER_PREFIX) :]
+                    key = pathfinder.image_key(relative)
+                    if key is not None:
+                        collector.add_image(key, _read(tar, member), f"{archive}:{member.name}")
+                    elif pathfinder.METADATA_NAME.match(relative):
+                        collector.add_metadata(_read(tar, member).decode(), f"{archive}:{member.name}")
+                    else:
+                        continue
+                else:
+                    continue
+                seen.add(name)
+        images, labels, skipped = collector.finish()
+        _require(archive, tmp, {"listops": 3, "retrieval": 3})
+        if len(labels) == 0:
+            raise DataError(archive, f"no Pathfinder images under {PATHFINDER_PREFIX}")
+        pathfinder.write_packed(tmp["pathfinder"], images, labels, skipped, source=archive.name)
+        kept = {"listops": 3, "retrieval": 3, "pathfinder": len(labels)}
+    if skipped:
+        log.warning("pathfinder: skipped %d images (%s)", len(skipped), skipped[:3])
+    log.info("lra_release: kept %s, ignored %d duplicate members", kept, duplicates)
+    return kept
+
+
+def _read(tar: tarfile.TarFile, member: tarfile.TarInfo) -> bytes:
+    handle = tar.extractfile(member)
+    assert handle is not None
+    with handle:
+        return handle.read()
+
+
+def _require(archive: Path, folders: dict[str, Path], files: dict[str, int]) -> None:
+    for task, count in files.items():
+        found = sorted(p.name for p in folders[task].iterdir())
+        if len(found) != count:
+            raise DataError(archive, f"expected {count} {task} files in the archive, found {found}")
+
+
+def _extract_matching(
+    pattern: re.Pattern[str], task: str, expected: int | None
+) -> Callable[[Path, Path], dict]:
+    def run(archive: Path, out: Path) -> dict[str, int]:
+        from pdelra.data.dirs import atomic_dir
+
+        count = 0
+        with atomic_dir(out / task) as tmp, _stream(archive) as tar:
+            for member, path in _members(tar, archive, task):
+                name = path.as_posix()
+                if member.isfile() and pattern.match(name):
+                    _copy(tar, member, tmp / name)
+                    count += 1
+            if count == 0 or (expected is not None and count != expected):
+                raise DataError(archive, f"found {count} {task} files matching {pattern.pattern}")
+        log.info("%s: kept %d files", task, count)
+        return {task: count}
+
+    return run
+
+
+_EXTRACTORS = {
+    "lra_release": _extract_lra,
+    "imdb": _extract_matching(IMDB_FILE, "text", None),
+    "cifar10": _extract_matching(CIFAR_FILE, "image", 7),
+}

@@ -1,0 +1,141 @@
+"""`pdelra generate`: offline stand-ins for the five sources, written in the real on-disk formats.
+
+Settings come from config as a flat mapping; every task takes n_train, n_val, n_test and seed, plus the
+task-specific keys in DEFAULTS. Where the real layout has no validation split (aclImdb, CIFAR-10) or no
+split at all (Pathfinder), the generator writes n_train + n_val (+ n_test for Pathfinder) items and
+preprocessing carves the splits with its fixed fractions (text 90/10, image 90/10, pathfinder 80/10/10).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("pdelra.data")
+
+COMMON = {"n_train": 1000, "n_val": 100, "n_test": 100, "seed": 0}
+DEFAULTS: dict[str, dict[str, Any]] = {
+    # LRA's settings; demo configs shorten the lengths.
+    "listops": {**COMMON, "min_length": 500, "max_length": 2000, "max_depth": 10, "max_args": 10},
+    # Document lengths in characters (= byte tokens).
+    "text": {**COMMON, "min_length": 200, "max_length": 2000, "signal": 0.8},
+    "retrieval": {**COMMON, "min_length": 200, "max_length": 2000, "n_topics": 20},
+    "pathfinder": {**COMMON, "contour_length": 14, "distractors": 3, "per_folder": 1000},
+    "image": {**COMMON, "noise": 25.0},
+}
+
+
+def resolve_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
+    """Defaults overlaid with `params`; an unknown key or a wrongly typed value is an error naming it."""
+    if task not in DEFAULTS:
+        raise ValueError(f"unknown task {task!r}; tasks are {sorted(DEFAULTS)}")
+    allowed = DEFAULTS[task]
+    unknown = sorted(set(params) - set(allowed))
+    if unknown:
+        raise ValueError(f"unknown generation setting(s) {unknown} for {task}; allowed: {sorted(allowed)}")
+    resolved = dict(allowed)
+    for key, value in params.items():
+        kind = type(allowed[key])
+        if kind is float and isinstance(value, int) and not isinstance(value, bool):
+            value = float(value)
+        if not isinstance(value, kind) or isinstance(value, bool):
+            raise ValueError(f"generation setting {key}={value!r} for {task} must be a {kind.__name__}")
+        resolved[key] = value
+    for key in ("n_train", "n_val", "n_test"):
+        if resolved[key] < 0:
+            raise ValueError(f"generation setting {key} must be >= 0, got {resolved[key]}")
+    if "min_length" in resolved and not 0 < resolved["min_length"] <= resolved["max_length"]:
+        raise ValueError(
+            f"{task}: need 0 < min_length <= max_length, got {resolved['min_length']}, "
+            f"{resolved['max_length']}"
+        )
+    return resolved
+
+
+def generate(task: str, out: Path, params: dict[str, Any]) -> dict[str, Any]:
+    """Write a generated raw source for `task` into `out` (replaced as a whole); returns the settings used."""
+    from pdelra.data.dirs import atomic_dir
+
+    p = resolve_params(task, params)
+    with atomic_dir(out) as tmp:
+        _WRITERS[task](tmp, p)
+    log.info("generated %s into %s with %s", task, out, p)
+    return p
+
+
+def _listops(out: Path, p: dict[str, Any]) -> None:
+    from pdelra.data import listops
+
+    n = {"train": p["n_train"], "val": p["n_val"], "test": p["n_test"]}
+    rows = listops.generate_rows(
+        sum(n.values()),
+        seed=p["seed"],
+        min_length=p["min_length"],
+        max_length=p["max_length"],
+        max_depth=p["max_depth"],
+        max_args=p["max_args"],
+    )
+    start = 0
+    for split, count in n.items():  # LRA's order: train, then val, then test from one deduplicated pool
+        listops.write_tsv(out / listops.SPLIT_FILES[split], rows[start : start + count])
+        start += count
+
+
+def _text(out: Path, p: dict[str, Any]) -> None:
+    from pdelra.data import text
+
+    text.generate(
+        out,
+        n_train=p["n_train"] + p["n_val"],
+        n_test=p["n_test"],
+        seed=p["seed"],
+        min_length=p["min_length"],
+        max_length=p["max_length"],
+        signal=p["signal"],
+    )
+
+
+def _retrieval(out: Path, p: dict[str, Any]) -> None:
+    from pdelra.data import retrieval
+
+    retrieval.generate(
+        out,
+        n_train=p["n_train"],
+        n_val=p["n_val"],
+        n_test=p["n_test"],
+        seed=p["seed"],
+        min_length=p["min_length"],
+        max_length=p["max_length"],
+        n_topics=p["n_topics"],
+    )
+
+
+def _pathfinder(out: Path, p: dict[str, Any]) -> None:
+    from pdelra.data import snakes
+
+    params = snakes.SnakeParams(contour_length=p["contour_length"], distractors=p["distractors"])
+    snakes.generate(
+        out,
+        n=p["n_train"] + p["n_val"] + p["n_test"],
+        seed=p["seed"],
+        per_folder=p["per_folder"],
+        params=params,
+    )
+
+
+def _image(out: Path, p: dict[str, Any]) -> None:
+    from pdelra.data import image
+
+    image.generate(
+        out, n_train=p["n_train"] + p["n_val"], n_test=p["n_test"], seed=p["seed"], noise=p["noise"]
+    )
+
+
+_WRITERS = {
+    "listops": _listops,
+    "text": _text,
+    "retrieval": _retrieval,
+    "pathfinder": _pathfinder,
+    "image": _image,
+}

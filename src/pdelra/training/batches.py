@@ -1,0 +1,101 @@
+"""Batches from a processed split: a seeded shuffle per epoch, rows trimmed to the longest sequence.
+
+The shuffle of epoch e is a pure function of (sampler seed, e), so a resumed run needs only the epoch
+number and its position in the epoch (the step) to continue with exactly the batches it would have seen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class Batch:
+    tokens: torch.Tensor  # (B, L) int64, L = longest sequence in the batch
+    lengths: torch.Tensor  # (B,) int64
+    labels: torch.Tensor  # (B,) int64
+    tokens2: torch.Tensor | None = None  # second document (retrieval)
+    lengths2: torch.Tensor | None = None
+
+    @property
+    def inputs(self) -> tuple[torch.Tensor, ...]:
+        """The model's positional arguments: (tokens, lengths[, tokens2, lengths2])."""
+        if self.tokens2 is None:
+            return (self.tokens, self.lengths)
+        return (self.tokens, self.lengths, self.tokens2, self.lengths2)
+
+    def __len__(self) -> int:
+        return int(self.labels.shape[0])
+
+
+def is_pair_split(split: Any) -> bool:
+    """Whether a split holds two documents per example (retrieval), i.e. needs the two-tower model."""
+    return getattr(split, "tokens2", None) is not None
+
+
+def epoch_order(num_examples: int, sampler_seed: int, epoch: int) -> np.ndarray:
+    """The example order of one training epoch, from a torch.Generator seeded by (sampler seed, epoch).
+
+    SeedSequence mixes the two numbers, so epoch 1 of seed n is unrelated to epoch 0 of seed n+1.
+    """
+    mixed = int(np.random.SeedSequence([sampler_seed, epoch]).generate_state(1, dtype=np.uint64)[0] >> 1)
+    generator = torch.Generator().manual_seed(mixed)
+    return torch.randperm(num_examples, generator=generator).numpy()
+
+
+def eval_order(split: Any) -> np.ndarray:
+    """Evaluation order: by length (stable), so that trimmed batches carry little padding.
+
+    Accuracy does not depend on the order; only the speed does.
+    """
+    lengths = np.asarray(split.lengths)
+    if is_pair_split(split):
+        lengths = np.maximum(lengths, np.asarray(split.lengths2))
+    return np.argsort(lengths, kind="stable")
+
+
+def make_batch(split: Any, indices: np.ndarray, to_device: Callable[[torch.Tensor], torch.Tensor]) -> Batch:
+    """Gather rows `indices` of a (memory-mapped) split, trimmed to the batch's longest sequence."""
+    indices = np.asarray(indices)
+    tokens, lengths = _gather(split.tokens, split.lengths, indices)
+    labels = torch.from_numpy(np.asarray(split.labels[indices], dtype=np.int64))
+    pair: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None)
+    if is_pair_split(split):
+        pair = _gather(split.tokens2, split.lengths2, indices)
+    return Batch(
+        tokens=to_device(tokens),
+        lengths=to_device(lengths),
+        labels=to_device(labels),
+        tokens2=None if pair[0] is None else to_device(pair[0]),
+        lengths2=None if pair[1] is None else to_device(pair[1]),
+    )
+
+
+def iterate_batches(
+    split: Any,
+    order: np.ndarray,
+    batch_size: int,
+    to_device: Callable[[torch.Tensor], torch.Tensor],
+    start_batch: int = 0,
+) -> Iterator[Batch]:
+    """Consecutive batches of `order`, starting at batch number `start_batch`; the last may be smaller."""
+    for begin in range(start_batch * batch_size, len(order), batch_size):
+        yield make_batch(split, order[begin : begin + batch_size], to_device)
+
+
+def num_batches(num_examples: int, batch_size: int) -> int:
+    return -(-num_examples // batch_size)
+
+
+def _gather(
+    tokens: np.ndarray, lengths: np.ndarray, indices: np.ndarray
+) -> tuple[torch.Tensor, torch.Tensor]:
+    batch_lengths = np.asarray(lengths[indices], dtype=np.int64)
+    width = max(1, int(batch_lengths.max(initial=0)))
+    rows = np.asarray(tokens[indices, :width], dtype=np.int64)
+    return torch.from_numpy(rows), torch.from_numpy(batch_lengths)

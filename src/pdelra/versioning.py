@@ -1,0 +1,317 @@
+"""Version an experiment's finished artifacts with DVC, and restore them so Snakemake has nothing to redo.
+
+`pdelra version add results/EXP --out results/EXP/versioned.json [--remote NAME]`
+    `dvc add` the experiment's `runs/`, `tables/` and `report/` folders (one `.dvc` file per folder, never
+    one per run: DVC handles a folder of hundreds of files as one `.dir` manifest), push them when a remote
+    is given or the DVC project has a default remote, and write a JSON record of what was added (md5s).
+`pdelra version restore [TARGET ...] [--remote NAME] [--snakemake-args "ARGS"]`
+    `dvc pull`, then `snakemake --touch`. DVC does not keep modification times: pulled files all carry the
+    time of the pull, in no particular order, so Snakemake would see some inputs newer than their outputs
+    and rerun training. `--touch` walks the DAG in order and only updates timestamps.
+
+Only folders are added, on purpose: `dvc add` of a single file rewrites its mtime (a folder's files keep
+theirs), which would make Snakemake rerun the jobs downstream of it.
+
+The DVC Python API (`dvc.repo.Repo`) is used instead of the `dvc` command so that a copy of the project
+that is not a git checkout (a test workspace, an unpacked tarball) can still be versioned (`core.no_scm`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dvc.repo import Repo
+
+log = logging.getLogger(__name__)
+
+# The finished artifacts of one experiment folder (results/{experiment}/...), in the order they are produced.
+ARTIFACTS = ("runs", "tables", "report")
+RECORD_VERSION = 1
+
+
+class VersioningError(RuntimeError):
+    """A problem the user can fix (no DVC project, missing artifact, unknown remote); the message says."""
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DVC project access
+# ---------------------------------------------------------------------------------------------------------
+def _inside_git(path: Path) -> bool:
+    from scmrepo.exceptions import SCMError
+    from scmrepo.git import Git
+
+    try:
+        Git(str(path), search_parent_directories=True).close()
+    except SCMError:
+        return False
+    return True
+
+
+def open_repo(path: Path) -> Repo:
+    """The DVC project that contains `path`; without a git checkout around it, DVC runs with `core.no_scm`."""
+    from dvc.exceptions import NotDvcRepoError
+    from dvc.repo import Repo
+
+    try:
+        root = Path(Repo.find_root(str(path)))
+    except NotDvcRepoError as err:
+        raise VersioningError(
+            f"{path} is not inside a DVC project (no .dvc folder above it); "
+            "run `dvc init` at the repository root"
+        ) from err
+    overrides: dict[str, Any] = {}
+    if not _inside_git(root):
+        log.warning("%s is not a git checkout: DVC runs without git; commit the .dvc files elsewhere", root)
+        overrides = {"core": {"no_scm": True}}
+    return Repo(str(root), config=overrides or None, _wait_for_lock=True)
+
+
+def default_remote(repo: Repo) -> str | None:
+    return repo.config["core"].get("remote")
+
+
+def check_remote(repo: Repo, remote: str) -> None:
+    known = sorted(repo.config.get("remote", {}))
+    if remote not in known:
+        raise VersioningError(
+            f"DVC remote {remote!r} is not configured in {repo.root_dir}/.dvc/config "
+            f"(configured: {', '.join(known) or 'none'}); add it with `dvc remote add {remote} URL`"
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# add
+# ---------------------------------------------------------------------------------------------------------
+def _read_dvc_file(path: Path) -> dict[str, Any]:
+    import yaml
+
+    with open(path) as f:
+        data = yaml.safe_load(f)
+    try:
+        (out,) = data["outs"]
+        return {"md5": out["md5"], "size": out.get("size"), "nfiles": out.get("nfiles")}
+    except (KeyError, TypeError, ValueError) as err:
+        raise VersioningError(f"{path}: expected one entry under 'outs' with an 'md5'") from err
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    """Write JSON to a temp file beside `path`, then rename it over `path`: never a half-written file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def version_experiment(
+    experiment_dir: Path,
+    out: Path,
+    remote: str | None = None,
+    push: bool = True,
+    artifacts: Sequence[str] = ARTIFACTS,
+) -> dict[str, Any]:
+    """`dvc add` each artifact folder of `experiment_dir`, push when a remote is set, write the record.
+
+    The remote is `remote` when given, else the DVC project's default remote; with neither, nothing is pushed.
+    Returns the record written to `out`.
+    """
+    experiment_dir = Path(experiment_dir)
+    folders = [experiment_dir / name for name in artifacts]
+    missing = [str(folder) for folder in folders if not folder.is_dir()]
+    if missing:
+        raise VersioningError(f"artifact folder(s) missing: {', '.join(missing)}; run the workflow first")
+
+    repo = open_repo(experiment_dir)
+    root = Path(repo.root_dir)
+    with repo:
+        if remote is not None:
+            check_remote(repo, remote)
+        log.info("dvc add %s", " ".join(map(str, folders)))
+        repo.add([str(folder) for folder in folders])
+
+        entries = []
+        for folder in folders:
+            dvc_file = folder.with_name(folder.name + ".dvc")
+            entries.append(
+                {
+                    "path": folder.resolve().relative_to(root.resolve()).as_posix(),
+                    "dvc_file": dvc_file.resolve().relative_to(root.resolve()).as_posix(),
+                    **_read_dvc_file(dvc_file),
+                }
+            )
+
+        target_remote = remote if remote is not None else default_remote(repo)
+        pushed = False
+        if push and target_remote:
+            log.info("dvc push -r %s (%d artifacts)", target_remote, len(folders))
+            # Target the .dvc files: the repo's index of tracked paths was read before the add.
+            dvc_files = [str(folder.with_name(folder.name + ".dvc")) for folder in folders]
+            count = repo.push(dvc_files, remote=target_remote)
+            log.info("pushed %s file(s) to %s", count, target_remote)
+            pushed = True
+        elif push:
+            log.info("no DVC remote set: recorded in the local cache only (set one with `dvc remote add -d`)")
+
+    record = {
+        "record_version": RECORD_VERSION,
+        "experiment_dir": experiment_dir.resolve().relative_to(root.resolve()).as_posix(),
+        "artifacts": entries,
+        "remote": target_remote,
+        "pushed": pushed,
+    }
+    write_json_atomic(Path(out), record)
+    return record
+
+
+# ---------------------------------------------------------------------------------------------------------
+# restore
+# ---------------------------------------------------------------------------------------------------------
+def restore(
+    targets: Sequence[str] = (),
+    remote: str | None = None,
+    snakemake_args: Sequence[str] = (),
+    touch: bool = True,
+    workdir: Path | None = None,
+) -> None:
+    """`dvc pull` the targets (every .dvc file when none), then `snakemake --touch` so nothing looks outdated.
+
+    `snakemake_args` are passed to snakemake (e.g. `--configfile config/demo.yaml`); it runs in `workdir`
+    (default: the current directory, which must hold the Snakefile).
+    """
+    workdir = Path(workdir or Path.cwd())
+    repo = open_repo(workdir)
+    with repo:
+        if remote is not None:
+            check_remote(repo, remote)
+        log.info("dvc pull %s", " ".join(targets) or "(all .dvc files)")
+        result = repo.pull(list(targets) or None, remote=remote)
+        log.info(
+            "dvc pull: %d added, %d modified", len(result.get("added", [])), len(result.get("modified", []))
+        )
+    if not touch:
+        return
+    # The same interpreter's snakemake, so the project's environment is used even when not activated.
+    command = [sys.executable, "-m", "snakemake", "--touch", "--cores", "1", "--quiet", *snakemake_args]
+    log.info("restoring timestamps: %s", " ".join(command[2:]))
+    proc = subprocess.run(command, cwd=workdir, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise VersioningError(
+            f"`snakemake --touch` failed (exit {proc.returncode}) in {workdir}:\n{proc.stderr[-4000:]}"
+        )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# command line
+# ---------------------------------------------------------------------------------------------------------
+def _cmd_add(args: argparse.Namespace) -> int:
+    record = version_experiment(
+        Path(args.experiment_dir),
+        Path(args.out),
+        remote=args.remote,
+        push=not args.no_push,
+        artifacts=args.artifact or ARTIFACTS,
+    )
+    for entry in record["artifacts"]:
+        log.info("%s  %s (%s files)", entry["md5"], entry["path"], entry["nfiles"])
+    return 0
+
+
+def _cmd_restore(args: argparse.Namespace) -> int:
+    import shlex
+
+    restore(
+        args.targets,
+        remote=args.remote,
+        snakemake_args=shlex.split(args.snakemake_args),
+        touch=not args.no_touch,
+    )
+    return 0
+
+
+def _guarded(func):
+    """Turn a VersioningError into a one-line message and exit status 1 (no traceback for user mistakes)."""
+
+    def run(args: argparse.Namespace) -> int:
+        try:
+            return func(args)
+        except VersioningError as err:
+            print(f"pdelra version: error: {err}", file=sys.stderr)
+            return 1
+
+    return run
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "version",
+        help="version finished artifacts with DVC (add + push) and restore them (pull + snakemake --touch)",
+        description=__doc__.split("\n\n")[0],
+    )
+    sub = parser.add_subparsers(dest="version_command", metavar="ACTION", required=True)
+
+    add = sub.add_parser(
+        "add",
+        help="dvc add an experiment's runs/, tables/ and report/ folders and push them",
+        description=(
+            "Record the finished artifacts of one experiment folder with `dvc add` (one .dvc file per "
+            "folder), push them to --remote or to the DVC project's default remote when one is set, and "
+            "write a JSON record "
+            "(paths, md5s, file counts, remote) to --out. Commit the .dvc files with git afterwards."
+        ),
+    )
+    add.add_argument("experiment_dir", metavar="EXPERIMENT_DIR", help="results/{experiment}")
+    add.add_argument(
+        "--out", required=True, help="the JSON record to write (e.g. results/{experiment}/versioned.json)"
+    )
+    add.add_argument(
+        "--remote", help="DVC remote name to push to (default: the project's default remote, if any)"
+    )
+    add.add_argument("--no-push", action="store_true", help="only record in the local DVC cache")
+    add.add_argument(
+        "--artifact",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help=f"a sub-folder to version (repeatable; default: {', '.join(ARTIFACTS)})",
+    )
+    add.set_defaults(func=_guarded(_cmd_add))
+
+    rst = sub.add_parser(
+        "restore",
+        help="dvc pull, then snakemake --touch so the pulled results are not recomputed",
+        description=(
+            "Fetch versioned artifacts with `dvc pull` and then run `snakemake --touch` in the current "
+            "directory, because DVC does not keep modification times and Snakemake would otherwise rerun "
+            "jobs whose inputs "
+            "look newer than their outputs. Inputs that are not versioned (processed data) must exist first: "
+            "regenerate them, then run restore (or `snakemake --touch`) again. Example: "
+            "`pdelra version restore --snakemake-args '--configfile config/demo.yaml'`."
+        ),
+    )
+    rst.add_argument(
+        "targets", nargs="*", metavar="TARGET", help=".dvc files or tracked paths (default: all)"
+    )
+    rst.add_argument("--remote", help="DVC remote name to pull from (default: the project's default remote)")
+    rst.add_argument("--no-touch", action="store_true", help="only dvc pull; leave timestamps as they are")
+    rst.add_argument(
+        "--snakemake-args",
+        default="",
+        metavar="ARGS",
+        help="extra arguments for `snakemake --touch`, as one shell-quoted string (e.g. '--configfile F')",
+    )
+    rst.set_defaults(func=_guarded(_cmd_restore))

@@ -1,0 +1,160 @@
+"""Shared helpers for tests that run the real Snakemake workflow on a throw-away copy of it.
+
+Other test files (workflow, Slurm, DVC) import these; keep their signatures stable:
+
+- `make_workspace(dest, config=None) -> Path` copies the workflow (Snakefile, workflow/, config/, envs/,
+  profiles/, .dvc/ and .dvcignore when present) into `dest` and writes the experiment config as
+  `dest/config/config.yaml` (the Snakefile's default configfile), so a bare `snakemake` there runs it.
+- `run_snakemake(workspace, *args, timeout=...) -> CompletedProcess` runs the project's snakemake in
+  `workspace` with `.venv/bin` first on PATH (so rules find `pdelra`, `dvc`, `papermill`).
+- `start_snakemake(workspace, *args) -> Popen` the same, in the background, in its own process group.
+- `load_config(name)` reads `tests/configs/{name}.yaml`; `TINY_CONFIG` is the minimal end-to-end experiment.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+SNAKEMAKE = VENV_BIN / "snakemake"
+TEST_CONFIGS = REPO / "tests" / "configs"
+
+# What a workspace needs to run the workflow; the package itself comes from the (editable) venv install.
+WORKFLOW_PATHS = ("Snakefile", "workflow", "config", "envs", "profiles", ".dvc", ".dvcignore")
+WORKFLOW_PROFILE = "workflow/profiles/default"
+_IGNORE = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", ".snakemake", "*.pyc")
+
+
+def load_config(name: str) -> dict[str, Any]:
+    """The test config `tests/configs/{name}.yaml` as a dict (a fresh copy each call, safe to edit)."""
+    with open(TEST_CONFIGS / f"{name}.yaml") as f:
+        return yaml.safe_load(f)
+
+
+TINY_CONFIG = "tiny"
+
+
+def tool_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment the workflow's tools run in: the project's venv first on PATH, no DVC analytics."""
+    env = dict(os.environ)
+    env["PATH"] = f"{VENV_BIN}{os.pathsep}{env.get('PATH', '')}"
+    env["DVC_NO_ANALYTICS"] = "1"
+    env.setdefault("PYTHONHASHSEED", "0")
+    # Keep tool chatter (tqdm bars) out of captured logs and stop torch from oversubscribing the 2 cores.
+    env.setdefault("OMP_NUM_THREADS", "1")
+    if extra:
+        env.update(extra)
+    return env
+
+
+def make_workspace(dest: Path, config: dict[str, Any] | None = None) -> Path:
+    """Copy the workflow into `dest`; write `config` (default tests/configs/tiny.yaml) as config/config.yaml.
+
+    Returns `dest`. Existing files in `dest` are overwritten; `dest` is created if needed.
+    """
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in WORKFLOW_PATHS:
+        src = REPO / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=_IGNORE, dirs_exist_ok=True)
+        elif src.is_file():
+            shutil.copy2(src, dest / name)
+    cfg = load_config(TINY_CONFIG) if config is None else config
+    (dest / "config").mkdir(exist_ok=True)
+    (dest / "config" / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return dest
+
+
+def snakemake_command(workspace: Path, args: tuple[str, ...]) -> list[str]:
+    """The snakemake command line, with the local workflow profile unless `args` name a workflow profile.
+
+    Snakemake looks for a workflow profile in `profiles/default` beside the Snakefile; ours lives in
+    `workflow/profiles/default` (the snakemake-workflows layout), so it is named explicitly, as `make` does.
+    """
+    command = [str(SNAKEMAKE), *args]
+    if "--workflow-profile" not in args and (Path(workspace) / WORKFLOW_PROFILE).is_dir():
+        command += ["--workflow-profile", WORKFLOW_PROFILE]
+    return command
+
+
+def run_snakemake(
+    workspace: Path,
+    *args: str,
+    timeout: float = 300,
+    check: bool = False,
+    env: dict[str, str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """Run `snakemake *args` in `workspace` (stdout+stderr captured as text).
+
+    With `check=True` a non-zero exit fails the calling test and shows snakemake's output.
+    """
+    proc = subprocess.run(
+        snakemake_command(workspace, args),
+        cwd=workspace,
+        env=tool_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    if check and proc.returncode != 0:
+        pytest.fail(
+            f"snakemake {' '.join(args)} exited {proc.returncode} in {workspace}\n"
+            f"--- stdout ---\n{proc.stdout[-6000:]}\n--- stderr ---\n{proc.stderr[-6000:]}"
+        )
+    return proc
+
+
+def start_snakemake(workspace: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """Start `snakemake *args` in the background in its own process group (kill it with os.killpg)."""
+    log = open(Path(workspace) / "snakemake-background.log", "w")  # noqa: SIM115 - owned by the process
+    return subprocess.Popen(
+        snakemake_command(workspace, args),
+        cwd=workspace,
+        env=tool_env(env),
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def dry_run_jobs(workspace: Path, *args: str, timeout: float = 120) -> dict[str, int]:
+    """Job counts per rule that a dry run (`snakemake -n`) would run: {"train": 12, "aggregate": 1, ...}."""
+    proc = run_snakemake(workspace, "-n", "--quiet", "rules", *args, timeout=timeout, check=True)
+    return parse_job_counts(proc.stdout + proc.stderr)
+
+
+def parse_job_counts(text: str) -> dict[str, int]:
+    """Parse snakemake's "Job stats" table into {rule: count}; empty when there is nothing to do."""
+    counts: dict[str, int] = {}
+    in_table = False
+    for line in text.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            in_table = True
+            continue
+        if not in_table or not parts or set(line.strip()) <= {"-", " "}:
+            continue
+        if len(parts) == 2 and parts[1].isdigit():
+            if parts[0] == "total":
+                break
+            counts[parts[0]] = int(parts[1])
+        else:
+            break
+    return counts
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A fresh copy of the workflow running the tiny config."""
+    return make_workspace(tmp_path / "ws")

@@ -1,0 +1,145 @@
+"""The experiment config: schema, friendly errors, defaults, and the run config each training job receives."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shlex
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+from conftest import REPO, load_config, make_workspace, run_snakemake
+
+SCHEMA = yaml.safe_load((REPO / "workflow" / "schemas" / "config.schema.yaml").read_text())
+CONFIGS = [
+    REPO / "config" / "config.yaml",
+    REPO / "config" / "demo.yaml",
+    *sorted((REPO / "tests" / "configs").glob("*.yaml")),
+]
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: str(p.relative_to(REPO)))
+def test_shipped_configs_are_valid(path: Path) -> None:
+    jsonschema.Draft202012Validator(SCHEMA).validate(yaml.safe_load(path.read_text()))
+
+
+def test_schema_forbids_unknown_keys_everywhere() -> None:
+    """additionalProperties: false on every object of the schema, so a typo can never be silently ignored."""
+
+    def objects(node: Any, where: str = "") -> list[tuple[str, dict[str, Any]]]:
+        found = []
+        if isinstance(node, dict):
+            if node.get("type") == "object" and "properties" in node:
+                found.append((where, node))
+            for key, value in node.items():
+                found += objects(value, f"{where}/{key}")
+        elif isinstance(node, list):
+            for i, value in enumerate(node):
+                found += objects(value, f"{where}[{i}]")
+        return found
+
+    loose = [where for where, node in objects(SCHEMA) if node.get("additionalProperties") is not False]
+    assert not loose, f"objects without additionalProperties: false: {loose}"
+
+
+def _dry_run_error(tmp_path: Path, config: dict[str, Any]) -> str:
+    workspace = make_workspace(tmp_path / "ws", config)
+    proc = run_snakemake(workspace, "-n", timeout=60)
+    assert proc.returncode != 0, "an invalid config must stop the workflow"
+    return proc.stdout + proc.stderr
+
+
+def test_unknown_key_is_named_with_the_allowed_keys(tmp_path: Path) -> None:
+    config = load_config("tiny")
+    config["defaults"]["train"]["learning_rate"] = 0.1
+    message = _dry_run_error(tmp_path, config)
+    assert "unknown key(s) 'learning_rate' in 'defaults.train'" in message
+    assert "allowed keys: batch_size, betas" in message
+
+
+def test_bad_variant_is_named_with_the_allowed_values(tmp_path: Path) -> None:
+    config = load_config("tiny")
+    config["grids"]["main"]["variants"] = ["none", "after_embed"]
+    message = _dry_run_error(tmp_path, config)
+    expected = "'grids.main.variants[1]' is 'after_embed'; allowed values: none, after_embedding, after_mlp"
+    assert expected in message
+
+
+def test_wrong_type_is_named(tmp_path: Path) -> None:
+    config = load_config("tiny")
+    config["tasks"]["listops"]["max_length"] = "long"
+    message = _dry_run_error(tmp_path, config)
+    assert "'tasks.listops.max_length' must be of type integer, got 'long'" in message
+
+
+def test_grid_task_without_settings_is_refused(tmp_path: Path) -> None:
+    config = load_config("tiny")
+    del config["tasks"]["retrieval"]
+    assert "no entry under 'tasks'" in _dry_run_error(tmp_path, config)
+
+
+def _train_commands(workspace: Path, *args: str) -> dict[tuple[str, str, str, int], dict[str, Any]]:
+    """Run config of every training job a dry run would start, keyed by (task, variant, scale, seed)."""
+    proc = run_snakemake(workspace, "-n", "-p", "--forceall", *args, timeout=60, check=True)
+    configs = {}
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if "pdelra train " in line:
+            argv = shlex.split(line[line.index("pdelra train ") :])
+            rc = json.loads(argv[argv.index("--run-config") + 1])
+            configs[(rc["task"], rc["variant"], rc["scale"], rc["seed"])] = rc
+    return configs
+
+
+def test_run_config_resolves_defaults_and_task_overrides(tmp_path: Path) -> None:
+    config = load_config("tiny")
+    del config["defaults"]["train"]["patience"]  # falls back to the schema default (paper: 10)
+    config["tasks"]["retrieval"]["model"] = {"n_layers": 2}
+    config["tasks"]["retrieval"]["train"] = {"lr": 0.0005}
+    runs = _train_commands(make_workspace(tmp_path / "ws", config))
+    assert len(runs) == 4
+    listops, retrieval = runs[("listops", "none", "h1", 0)], runs[("retrieval", "after_embedding", "h1", 0)]
+    assert listops["train"]["patience"] == 10
+    assert (listops["model"]["n_layers"], retrieval["model"]["n_layers"]) == (1, 2)
+    assert (listops["train"]["lr"], retrieval["train"]["lr"]) == (0.003, 0.0005)
+    assert set(listops) == {"task", "variant", "scale", "seed", "model", "train"}
+
+
+def test_run_config_is_accepted_by_the_trainer(tmp_path: Path) -> None:
+    """Keys stay in sync with `pdelra train`'s own validation (src/pdelra/training/runconfig.py)."""
+    runconfig = pytest.importorskip("pdelra.training.runconfig")
+    for run in _train_commands(make_workspace(tmp_path / "ws", load_config("tiny"))).values():
+        runconfig.validate_run_config(copy.deepcopy(run), "workflow run config")
+
+
+def test_demo_and_paper_configs_resolve_to_trainer_configs(tmp_path: Path) -> None:
+    runconfig = pytest.importorskip("pdelra.training.runconfig")
+    for name in ("config", "demo"):
+        cfg = yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
+        runs = _train_commands(make_workspace(tmp_path / name, cfg))
+        assert runs, name
+        for run in runs.values():
+            runconfig.validate_run_config(copy.deepcopy(run), f"config/{name}.yaml run")
+        if name == "config":  # paper Table 8 per task
+            layers = {t: r["model"]["n_layers"] for (t, *_), r in runs.items()}
+            batch = {t: r["train"]["batch_size"] for (t, *_), r in runs.items()}
+            assert layers == {"listops": 6, "text": 6, "retrieval": 4, "pathfinder": 6, "image": 4}
+            assert batch == {"listops": 256, "text": 128, "retrieval": 64, "pathfinder": 512, "image": 1024}
+
+
+def test_config_readme_documents_every_schema_key() -> None:
+    readme = (REPO / "config" / "README.md").read_text()
+    keys: set[str] = set()
+
+    def collect(node: Any) -> None:
+        if isinstance(node, dict):
+            keys.update(node.get("properties", {}))
+            for value in node.values():
+                collect(value)
+
+    collect(SCHEMA)
+    missing = sorted(k for k in keys if not re.search(rf"`{re.escape(k)}`", readme))
+    assert not missing, f"config/README.md does not document: {missing}"

@@ -1,0 +1,174 @@
+"""Archives built by hand in the real release layouts extract and preprocess to the expected arrays."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from pdelra.data import listops
+from pdelra.data.errors import DataError
+from pdelra.data.extract import extract
+from pdelra.data.preprocess import preprocess
+from pdelra.data.store import load_split, read_manifest
+
+# Rows as released in LRA's basic_*.tsv (Source<TAB>Target).
+RELEASED = [
+    ("( ( ( ( ( [MAX ( ( ( ( ( ( [MED 4 ) 6 ) 6 ) 0 ) 8 ) ] ) ) 6 ) 6 ) 0 ) ] )", 6),
+    ("( ( ( ( [SM ( ( ( [MED 6 ) 5 ) ] ) ) 1 ) 1 ) ] )", 7),
+    ("( ( ( ( ( [MAX 3 ) 4 ) 3 ) 3 ) ] )", 4),
+]
+
+
+def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def _png(value: int) -> bytes:
+    buffer = io.BytesIO()
+    Image.fromarray(np.full((32, 32), value, np.uint8)).save(buffer, format="PNG")
+    return buffer.getvalue()
+
+
+def _lra_archive(path: Path) -> None:
+    tsv = "Source\tTarget\n" + "".join(f"{s}\t{t}\n" for s, t in RELEASED)
+    aan = "1.0\tA1\tA2\tab\tabc\n0.0\tA3\tA4\tx\t\n"
+    with tarfile.open(path, "w:gz") as tar:
+        for top in ("lra_release/lra_release/", "lra_release/"):  # nested layout + duplicate top level
+            for split in ("train", "val", "test"):
+                _add(tar, f"{top}listops-1000/basic_{split}.tsv", tsv.encode())
+        for split in ("train", "eval", "test"):
+            _add(tar, f"lra_release/lra_release/tsv_data/new_aan_pairs.{split}.tsv", aan.encode())
+        base = "lra_release/lra_release/pathfinder32/curv_contour_length_14/"
+        _add(tar, base + "metadata/0.npy", b"imgs/0 sample_0.png 0 1 14\nimgs/0 sample_1.png 1 0 14\n"
+                                           b"imgs/0 sample_2.png 2 1 14\n")  # fmt: skip
+        _add(tar, base + "imgs/0/sample_1.png", _png(7))  # images arrive out of order
+        _add(tar, base + "imgs/0/sample_0.png", _png(200))
+        _add(tar, base + "imgs/0/sample_2.png", b"")  # empty, as in the real release
+        _add(tar, "lra_release/lra_release/pathfinder32/curv_baseline/imgs/0/sample_172.png", b"")
+        _add(tar, "lra_release/pathfinder128/curv_baseline/imgs/0/sample_0.png", _png(1))
+
+
+def test_lra_release_extracts_and_preprocesses(tmp_path: Path) -> None:
+    archive = tmp_path / "lra_release.gz"
+    _lra_archive(archive)
+    kept = extract("lra_release", archive, tmp_path / "raw")
+    assert kept == {"listops": 3, "retrieval": 3, "pathfinder": 2}
+
+    manifest = preprocess("listops", tmp_path / "raw/listops", tmp_path / "proc/listops", max_length=16)
+    split = load_split(tmp_path / "proc/listops", "train")
+    assert manifest["vocab"][:6] == ["<pad>", "[MIN", "[MAX", "[MED", "[SM", "]"]
+    assert list(split.labels) == [6, 7, 4]
+    third = [manifest["vocab"][i] for i in split.tokens[2, : split.lengths[2]]]
+    assert third == ["[MAX", "3", "4", "3", "3", "]"]
+    assert list(split.lengths) == [12, 8, 6] and manifest["truncated"]["train"] == 0
+
+    preprocess("retrieval", tmp_path / "raw/retrieval", tmp_path / "proc/retrieval", max_length=2)
+    pairs = load_split(tmp_path / "proc/retrieval", "val")
+    assert pairs.tokens[0].tolist() == [ord("a") + 1, ord("b") + 1]
+    assert pairs.tokens2[0].tolist() == [ord("a") + 1, ord("b") + 1] and pairs.lengths2.tolist() == [2, 0]
+    assert (
+        pairs.labels.tolist() == [1, 0]
+        and read_manifest(tmp_path / "proc/retrieval")["truncated"]["val"] == 1
+    )
+
+    manifest = preprocess("pathfinder", tmp_path / "raw/pathfinder", tmp_path / "proc/pathfinder")
+    assert manifest["skipped"]["count"] == 1
+    assert manifest["skipped"]["items"][0]["image"] == "imgs/0/sample_2.png"
+    splits = [load_split(tmp_path / "proc/pathfinder", s) for s in ("train", "val", "test")]
+    rows = {int(s.tokens[i, 0]): int(s.labels[i]) for s in splits for i in range(len(s))}
+    assert rows == {200: 1, 7: 0}
+
+
+def test_unsafe_members_are_refused_by_name(tmp_path: Path) -> None:
+    cases = [("../evil.txt", tarfile.REGTYPE), ("/etc/evil", tarfile.REGTYPE),
+             ("lra_release/l", tarfile.SYMTYPE), ("lra_release/dev", tarfile.CHRTYPE)]  # fmt: skip
+    for name, kind in cases:
+        archive = tmp_path / "bad.tar.gz"
+        with tarfile.open(archive, "w:gz") as tar:
+            info = tarfile.TarInfo(name)
+            info.type = kind
+            info.linkname = "/etc/passwd" if kind == tarfile.SYMTYPE else ""
+            tar.addfile(info, io.BytesIO(b"") if kind == tarfile.REGTYPE else None)
+        with pytest.raises(DataError, match=f"unsafe archive member '{name}'"):
+            extract("lra_release", archive, tmp_path / "raw")
+        assert not (tmp_path / "raw" / "listops").exists()
+
+
+def test_truncated_archive_leaves_earlier_outputs(tmp_path: Path) -> None:
+    archive = tmp_path / "lra_release.gz"
+    _lra_archive(archive)
+    extract("lra_release", archive, tmp_path / "raw")
+    before = (tmp_path / "raw/listops/basic_train.tsv").read_bytes()
+    archive.write_bytes(archive.read_bytes()[:400])
+    with pytest.raises(DataError, match="truncated or corrupt"):
+        extract("lra_release", archive, tmp_path / "raw")
+    assert (tmp_path / "raw/listops/basic_train.tsv").read_bytes() == before
+    assert sorted(p.name for p in (tmp_path / "raw").iterdir()) == ["listops", "pathfinder", "retrieval"]
+
+
+def test_aclimdb_tarball(tmp_path: Path) -> None:
+    archive = tmp_path / "aclImdb_v1.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        for i in range(10):
+            _add(tar, f"aclImdb/train/pos/{i}_9.txt", b"good")
+            _add(tar, f"aclImdb/train/neg/{i}_2.txt", b"bad film")
+        _add(tar, "aclImdb/test/pos/0_10.txt", "caf\u00e9".encode())
+        _add(tar, "aclImdb/test/neg/0_1.txt", b"no")
+        _add(tar, "aclImdb/train/unsup/0_0.txt", b"unused")
+        _add(tar, "aclImdb/imdb.vocab", b"unused")
+    assert extract("imdb", archive, tmp_path / "raw") == {"text": 22}
+    manifest = preprocess("text", tmp_path / "raw/text", tmp_path / "proc/text", max_length=5)
+    assert manifest["counts"] == {"train": 18, "val": 2, "test": 2}
+    test = load_split(tmp_path / "proc/text", "test")
+    assert test.labels.tolist() == [0, 1]  # neg first, then pos
+    assert test.tokens[1].tolist() == [b + 1 for b in "caf\u00e9".encode()]
+    assert any("validated on the test set" in note for note in manifest["notes"])
+
+
+def test_cifar_binary_tarball(tmp_path: Path) -> None:
+    archive = tmp_path / "cifar-10-binary.tar.gz"
+    rgb = np.zeros((3, 32, 32), np.uint8)
+    rgb[0], rgb[1], rgb[2] = 255, 128, 10
+    record = lambda label: bytes([label]) + rgb.tobytes()  # noqa: E731
+    with tarfile.open(archive, "w:gz") as tar:
+        for i in range(1, 6):
+            _add(tar, f"cifar-10-batches-bin/data_batch_{i}.bin", b"".join(record(j % 10) for j in range(4)))
+        _add(tar, "cifar-10-batches-bin/test_batch.bin", record(9))
+        _add(tar, "cifar-10-batches-bin/batches.meta.txt", b"airplane\n")
+        _add(tar, "cifar-10-batches-bin/readme.html", b"")
+    extract("cifar10", archive, tmp_path / "raw")
+    manifest = preprocess("image", tmp_path / "raw/image", tmp_path / "proc/image")
+    assert manifest["counts"] == {"train": 18, "val": 2, "test": 1} and manifest["vocab_size"] == 256
+    test = load_split(tmp_path / "proc/image", "test")
+    # tf.image.rgb_to_grayscale: weighted sum of [0, 1] floats, then * 255.5 truncated
+    grey = int((0.2989 * 1.0 + 0.5870 * 128 / 255 + 0.1140 * 10 / 255) * 255.5)
+    assert test.tokens.dtype == np.uint8 and set(test.tokens[0].tolist()) == {grey}
+    assert test.labels.tolist() == [9] and test.lengths.tolist() == [1024]
+
+
+def test_bad_rows_name_file_and_line(tmp_path: Path) -> None:
+    raw = tmp_path / "listops"
+    raw.mkdir()
+    for split in ("train", "val", "test"):
+        (raw / f"basic_{split}.tsv").write_text("Source\tTarget\n( ( [MAX 1 ) ] )\t1\n")
+    (raw / "basic_val.tsv").write_text("Source\tTarget\n( ( [MAX 1 ) ] )\t1\n( ( [MAX 1 ) ] )\t12\n")
+    with pytest.raises(DataError, match=r"basic_val.tsv:3: target '12'"):
+        preprocess("listops", raw, tmp_path / "out")
+    (raw / "basic_val.tsv").write_text("Source\tTarget\n( ( [MAX 1 ) ] )\t1\n( ( [MUL 1 ) ] )\t1\n")
+    with pytest.raises(DataError, match=r"basic_val.tsv:3: unknown ListOps token '\[MUL'"):
+        preprocess("listops", raw, tmp_path / "out")
+    assert not (tmp_path / "out/manifest.json").exists()
+
+
+def test_released_labels_agree_with_evaluate() -> None:
+    for source, target in RELEASED:
+        assert listops.evaluate(source) == target
+    with pytest.raises(ValueError):
+        listops.evaluate("( ( [MAX 1 ) 2 )")

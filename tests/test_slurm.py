@@ -1,0 +1,204 @@
+"""The Slurm profile against a real Slurm cluster (scripts/local-slurm.sh), and the script's own contracts.
+
+The end-to-end tests start a single-node cluster on 127.0.0.1 in a temporary state folder (installing the Debian
+packages on a fresh machine), run the tiny demo grid through `snakemake --profile profiles/slurm` with one task
+asking for a GPU (the node's fake gres), and stop exactly the daemons they started.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from conftest import REPO, load_config, make_workspace, parse_job_counts, snakemake_command, tool_env
+
+SCRIPT = REPO / "scripts" / "local-slurm.sh"
+PROFILE = REPO / "profiles" / "slurm" / "profile.yaml"
+ACCOUNT = "pdelra"  # the account local-slurm.sh registers in sacctmgr
+# What the test machine needs instead of the profile's placeholders; the rest of the profile is used as is.
+TEST_OVERRIDES = (
+    "--workflow-profile",
+    "none",
+    "--default-resources",
+    "slurm_partition=debug",
+    f"slurm_account={ACCOUNT}",
+    "--slurm-init-seconds-before-status-checks",
+    "1",
+)
+GPU_TASK = "listops"
+
+
+def slurm_config() -> dict:
+    """The tiny experiment with small memory requests and one task whose training jobs ask for a GPU."""
+    config = load_config("tiny")
+    config["defaults"]["resources"]["mem_mb"] = 500
+    config["tasks"][GPU_TASK].setdefault("resources", {})["gpu"] = 1
+    return config
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The profile (no cluster needed)
+# ---------------------------------------------------------------------------------------------------------
+def test_profile_leaves_per_task_resources_to_the_rules():
+    profile = yaml.safe_load(PROFILE.read_text())
+    assert profile["executor"] == "slurm"
+    assert profile["retries"] > 0, "training resumes from its checkpoint, so failed jobs should be retried"
+    assert profile["rerun-incomplete"] is True
+    assert profile["latency-wait"] >= 30
+    assert profile["jobs"] >= 200, "the paper grid has ~245 training jobs"
+    defaults = dict(item.split("=", 1) for item in profile["default-resources"])
+    assert set(defaults) == {"slurm_partition", "slurm_account"}, "per-task values belong to the rules"
+    assert "dvc=1" in profile["resources"]
+
+
+def test_dry_run_requests_come_from_the_config(tmp_path: Path):
+    """A dry run through the profile shows each training job with its task's gpu, memory and runtime."""
+    config = slurm_config()
+    config["tasks"]["retrieval"]["resources"] = {"mem_mb": 700, "runtime": 9}
+    ws = make_workspace(tmp_path / "ws", config)
+    proc = subprocess.run(
+        snakemake_command(ws, ("--profile", "profiles/slurm", *TEST_OVERRIDES, "-n")),
+        cwd=ws,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    assert parse_job_counts(out)["train"] == 4
+    # One "rule train:" block per job: its wildcards line names the task, its resources line the requests.
+    blocks = re.findall(r"rule train:\n(.*?)\n\n", out, flags=re.S)
+    assert len(blocks) == 4
+    for block in blocks:
+        task = re.search(r"task=(\w+)", block).group(1)
+        resources = re.search(r"resources: (.*)", block).group(1)
+        assert "slurm_partition=debug" in resources
+        if task == GPU_TASK:
+            assert "gpu=1" in resources and "mem_mb=500" in resources and "runtime=5" in resources
+        else:
+            assert "gpu=0" in resources and "mem_mb=700" in resources and "runtime=9" in resources
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The script's safety contracts (no cluster needed)
+# ---------------------------------------------------------------------------------------------------------
+def test_usage_errors_are_explained():
+    proc = subprocess.run([SCRIPT, "restart", "/tmp/x"], capture_output=True, text=True)
+    assert proc.returncode == 2
+    assert "start  STATE_DIR" in proc.stdout
+
+
+def test_stop_never_kills_a_process_it_did_not_start(tmp_path: Path):
+    """A stale pid file whose pid now belongs to another program must not get that program killed."""
+    stranger = subprocess.Popen(["sleep", "60"])
+    try:
+        (tmp_path / "run").mkdir()
+        (tmp_path / "run" / "slurmd.pid").write_text(f"{stranger.pid}\n")
+        proc = subprocess.run([SCRIPT, "stop", tmp_path], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr
+        assert stranger.poll() is None, "stop killed a process that is not its slurmd"
+        assert not (tmp_path / "run" / "slurmd.pid").exists(), "the stale pid file should be cleared"
+    finally:
+        stranger.kill()
+        stranger.wait()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# A real cluster
+# ---------------------------------------------------------------------------------------------------------
+def _cannot_run_cluster() -> str | None:
+    if os.geteuid() != 0:
+        return "starting Slurm daemons needs root"
+    if shutil.which("slurmctld") is None and shutil.which("apt-get") is None:
+        return "Slurm is not installed and apt-get is not available to install it"
+    system_conf = Path("/etc/slurm/slurm.conf")
+    if system_conf.exists() and not system_conf.is_symlink():
+        return "this machine has its own Slurm configuration"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Start a cluster for this module; yield the environment its clients need; stop its daemons at the end."""
+    reason = _cannot_run_cluster()
+    if reason:
+        pytest.skip(reason)
+    state = tmp_path_factory.mktemp("slurm")
+    try:
+        # First use on a fresh machine installs the packages (apt-get): allow for a slow mirror.
+        proc = subprocess.run([SCRIPT, "start", state], capture_output=True, text=True, timeout=900)
+        if proc.returncode != 0:
+            pytest.fail(f"local-slurm.sh start failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
+        yield {"SLURM_CONF": str(state / "etc" / "slurm.conf"), "USER": "root", "LOCAL_SLURM_STATE": str(state)}
+    finally:
+        subprocess.run([SCRIPT, "stop", state], capture_output=True, text=True, timeout=120)
+
+
+def _daemon_pids(state: Path) -> dict[str, int]:
+    return {pid_file.stem: int(pid_file.read_text()) for pid_file in (state / "run").glob("*.pid")}
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_start_is_idempotent(slurm_cluster: dict[str, str]):
+    state = Path(slurm_cluster["LOCAL_SLURM_STATE"])
+    before = _daemon_pids(state)
+    assert set(before) == {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd"}
+    again = subprocess.run([SCRIPT, "start", state], capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr
+    assert _daemon_pids(state) == before, "a second start must reuse the running daemons"
+    status = subprocess.run([SCRIPT, "status", state], capture_output=True, text=True, timeout=60)
+    assert status.returncode == 0
+    assert re.search(r"^node\s+idle$", status.stdout, flags=re.M), status.stdout
+
+
+def _sacct(env: dict[str, str], job_ids: list[str]) -> dict[str, dict[str, str]]:
+    proc = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-o", "JobID,State,AllocTRES", "-j", ",".join(job_ids)],
+        env=tool_env(env),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("|") for line in proc.stdout.splitlines() if line]
+    return {job_id: {"state": state, "tres": tres} for job_id, state, tres in rows}
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_demo_grid_runs_through_the_slurm_profile(slurm_cluster: dict[str, str], tmp_path: Path):
+    ws = make_workspace(tmp_path / "ws", slurm_config())
+    command = snakemake_command(ws, ("--profile", "profiles/slurm", *TEST_OVERRIDES))
+    started = time.monotonic()
+    # A hung snakemake waits for its jobs and ignores SIGTERM: `timeout -k` makes sure the test ends.
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "240", *command],
+        cwd=ws,
+        env=tool_env(slurm_cluster),
+        capture_output=True,
+        text=True,
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"snakemake exited {proc.returncode}:\n{log[-6000:]}"
+    assert (ws / "results" / "tiny" / "report" / "index.html").is_file()
+    assert (ws / "results" / "tiny" / "versioned.json").is_file()
+    assert time.monotonic() - started < 200
+
+    # Every training job went through Slurm, is in the accounting database, and only the GPU task got a GPU.
+    submitted = dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: .*?/rule_train/(\w+?)_", log))
+    assert len(submitted) == 4, log[-3000:]
+    accounted = _sacct(slurm_cluster, list(submitted))
+    for job_id, task in submitted.items():
+        assert accounted[job_id]["state"] == "COMPLETED"
+        assert ("gres/gpu=1" in accounted[job_id]["tres"]) == (task == GPU_TASK), accounted[job_id]
+    # Data and report rules stayed on the submit host.
+    assert not re.search(r"submitted with SLURM jobid \d+ \(log: .*?/rule_(generate|preprocess|aggregate|report)", log)

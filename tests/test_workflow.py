@@ -1,0 +1,110 @@
+"""The Snakemake DAG, checked with real snakemake dry runs (fast: no job runs)."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+import yaml
+from conftest import REPO, dry_run_jobs, load_config, make_workspace, run_snakemake
+
+
+def paper_config() -> dict:
+    return yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+
+
+def test_lint_is_clean_for_paper_and_demo_configs(tmp_path: Path) -> None:
+    for name in ("config", "demo"):
+        workspace = make_workspace(
+            tmp_path / name, yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
+        )
+        proc = run_snakemake(workspace, "--lint", timeout=60)
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert "Congratulations, your workflow is in a good condition" in proc.stdout + proc.stderr
+
+
+def test_paper_config_has_the_245_distinct_training_jobs_and_plans_fast(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path / "ws", paper_config())
+    started = time.monotonic()
+    jobs = dry_run_jobs(workspace)
+    elapsed = time.monotonic() - started
+    assert jobs["train"] == 245  # 200 main + 45 multiscale runs not already in main
+    assert jobs["preprocess"] == 5
+    assert jobs["aggregate"] == jobs["report"] == 1
+    assert elapsed < 10, f"dry run of the paper config took {elapsed:.1f} s"
+
+
+def test_the_related_grid_adds_its_runs_once(tmp_path: Path) -> None:
+    config = paper_config()
+    config["run_grids"] = ["main", "multiscale", "related"]
+    jobs = dry_run_jobs(make_workspace(tmp_path / "ws", config))
+    assert jobs["train"] == 245 + 5 * 5 * 5
+
+
+def test_real_data_fetches_each_archive_once_and_extracts_it_once(tmp_path: Path) -> None:
+    jobs = dry_run_jobs(make_workspace(tmp_path / "ws", paper_config()))
+    assert jobs["fetch"] == 3
+    assert jobs["extract_lra_release"] == jobs["extract_imdb"] == jobs["extract_cifar10"] == 1
+    assert "generate" not in jobs
+
+
+def test_demo_runs_every_grid_on_generated_data(tmp_path: Path) -> None:
+    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    jobs = dry_run_jobs(make_workspace(tmp_path / "ws", config))
+    assert jobs["generate"] == jobs["preprocess"] == 5
+    assert jobs["train"] == 5 * 8 + (3 * 4 - 3) + 5  # main + multiscale not in main + related
+    assert "fetch" not in jobs
+
+
+def test_training_jobs_get_their_task_resources_and_longer_runtime_on_retry(tmp_path: Path) -> None:
+    config = load_config("tiny")
+    config["tasks"]["retrieval"]["resources"] = {"gpu": 1, "cpus_per_task": 3, "mem_mb": 4321, "runtime": 7}
+    workspace = make_workspace(tmp_path / "ws", config)
+    proc = run_snakemake(workspace, "-n", "--forceall", timeout=60, check=True)
+    output = proc.stdout + proc.stderr
+    parts = re.split(r"^rule (\w+):", output, flags=re.M)
+    blocks = [body for name, body in zip(parts[1::2], parts[2::2], strict=True) if name == "train"]
+    assert len(blocks) == 4
+    for block in blocks:
+        task = re.search(r"wildcards: task=(\w+)", block)[1]
+        resources = re.search(r"resources: (.*)", block)[1]
+        if task == "retrieval":
+            assert "gpu=1" in resources and "cpus_per_task=3" in resources
+            assert "mem_mb=4321" in resources and "runtime=7" in resources
+        else:
+            assert "gpu=0" in resources and "cpus_per_task=1" in resources and "runtime=5" in resources
+    # runtime grows with the attempt: the rule's runtime function multiplies by it
+    common = (REPO / "workflow" / "rules" / "common.smk").read_text()
+    assert re.search(r"def train_runtime\(wildcards, attempt\):[\s\S]*\* attempt", common)
+
+
+def test_checkpoints_live_outside_the_declared_outputs(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path / "ws")
+    proc = run_snakemake(workspace, "-n", "-p", "--forceall", timeout=60, check=True)
+    for line in (proc.stdout + proc.stderr).splitlines():
+        if "pdelra train " in line:
+            checkpoint = re.search(r"--checkpoint-dir (\S+)", line)[1]
+            out = re.search(r"--out (\S+)", line)[1]
+            assert checkpoint.startswith("results/tiny/checkpoints/")
+            assert not checkpoint.startswith(out) and not out.startswith(checkpoint)
+
+
+def test_nothing_outside_the_run_slice_is_a_training_param(tmp_path: Path) -> None:
+    """Editing data URLs, other grids or the report must not change any training job's params."""
+    base = make_workspace(tmp_path / "a")
+    config = load_config("tiny")
+    config["grids"]["related"] = {
+        "tasks": ["listops"],
+        "variants": ["physqk"],
+        "scales": ["h1"],
+        "seeds": [3],
+    }
+    config["data"]["downloads"] = {"imdb": {"url": "http://127.0.0.1:1/x.tar.gz", "md5": None}}
+    edited = make_workspace(tmp_path / "b", config)
+
+    def train_lines(ws: Path) -> list[str]:
+        proc = run_snakemake(ws, "-n", "-p", "--forceall", timeout=60, check=True)
+        return sorted(line for line in (proc.stdout + proc.stderr).splitlines() if "pdelra train " in line)
+
+    assert train_lines(base) == train_lines(edited)

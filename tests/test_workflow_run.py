@@ -1,0 +1,138 @@
+"""The workflow for real (slow): the tiny experiment end to end, incremental reruns, resume after a kill.
+
+One completed run of tests/configs/tiny.yaml is made per module; each test works on its own copy of it
+(copied with mtimes, and with Snakemake's metadata, so the copy is exactly as up to date as the original).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import dry_run_jobs, load_config, make_workspace, run_snakemake, start_snakemake
+
+pytestmark = pytest.mark.slow
+
+EXPERIMENT = "tiny"
+
+
+@pytest.fixture(scope="module")
+def completed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    workspace = make_workspace(tmp_path_factory.mktemp("tiny") / "ws")
+    run_snakemake(workspace, timeout=600, check=True)
+    return workspace
+
+
+@pytest.fixture
+def copy_of_completed(completed: Path, tmp_path: Path) -> Path:
+    return Path(shutil.copytree(completed, tmp_path / "ws", symlinks=True))
+
+
+def _edit_config(workspace: Path, edit) -> None:  # type: ignore[no-untyped-def]
+    path = workspace / "config" / "config.yaml"
+    config = yaml.safe_load(path.read_text())
+    edit(config)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+
+
+def _jobs_beyond_training(jobs: dict[str, int]) -> dict[str, int]:
+    """The jobs that follow training (aggregate, report, all and the optional DVC `version`)."""
+    return {rule: n for rule, n in jobs.items() if rule not in ("train",)}
+
+
+def test_tiny_experiment_end_to_end_then_nothing_to_do(completed: Path) -> None:
+    results = completed / "results" / EXPERIMENT
+    config = load_config("tiny")
+    grid = config["grids"]["main"]
+    n_runs = len(grid["tasks"]) * len(grid["variants"]) * len(grid["scales"]) * len(grid["seeds"])
+
+    runs = pd.read_csv(results / "tables" / "runs.csv")
+    assert len(runs) == n_runs
+    assert not runs.duplicated(["task", "variant", "scale", "seed"]).any()
+    assert set(runs["status"]) <= {"completed", "diverged"}
+
+    assert '<a href="report.html">' in (results / "report" / "index.html").read_text()
+    page = (results / "report" / "report.html").read_text()
+    assert "<table" in page and "<img" in page
+    assert list((results / "report" / "figures").glob("*.png"))
+
+    # Checkpoints are removed once a run's metrics exist; logs exist for every job.
+    assert not list((results / "checkpoints").rglob("checkpoint.pt"))
+    assert len(list((results / "logs" / "train").rglob("*.log"))) == n_runs
+
+    proc = run_snakemake(completed, "-n", timeout=120, check=True)
+    assert "Nothing to be done" in proc.stdout + proc.stderr
+
+
+def test_editing_one_task_lr_reruns_only_that_tasks_training(copy_of_completed: Path) -> None:
+    def edit(config: dict) -> None:
+        config["tasks"]["listops"].setdefault("train", {})["lr"] = 0.001
+
+    _edit_config(copy_of_completed, edit)
+    proc = run_snakemake(copy_of_completed, "-n", timeout=120, check=True)
+    output = proc.stdout + proc.stderr
+    tasks_to_train = re.findall(r"wildcards: task=(\w+), variant=", output)
+    assert sorted(tasks_to_train) == ["listops", "listops"], output[-3000:]
+    jobs = dry_run_jobs(copy_of_completed)
+    assert jobs.pop("train") == 2
+    assert set(jobs) <= {"aggregate", "report", "all", "version"}
+    assert "preprocess" not in jobs and "generate" not in jobs
+
+
+def test_editing_the_report_notebook_reruns_only_the_report(copy_of_completed: Path) -> None:
+    notebook_path = copy_of_completed / "workflow" / "notebooks" / "report.ipynb"
+    notebook = json.loads(notebook_path.read_text())
+    notebook["cells"].append(
+        {"id": "extra", "cell_type": "markdown", "metadata": {}, "source": "One more note."}
+    )
+    notebook_path.write_text(json.dumps(notebook, indent=1))
+    jobs = dry_run_jobs(copy_of_completed)
+    assert jobs.get("report") == 1
+    assert "train" not in jobs and "aggregate" not in jobs
+    assert set(jobs) <= {"report", "all", "version"}
+
+
+def test_a_killed_training_job_resumes_from_its_checkpoint(copy_of_completed: Path) -> None:
+    """Kill snakemake and its job mid-training (as a node failure would); the rerun resumes the checkpoint."""
+    workspace = copy_of_completed
+
+    def edit(config: dict) -> None:
+        # One new, longer run on the data already prepared: a checkpoint every step, no early stop.
+        config["grids"]["main"] = {"tasks": ["listops"], "variants": ["none"], "scales": ["h1"], "seeds": [7]}
+        config["defaults"]["train"].update(
+            max_steps=400, max_epochs=200, patience=200, checkpoint_every_steps=1, num_threads=1
+        )
+
+    _edit_config(workspace, edit)
+    run = Path("results", EXPERIMENT, "runs", "listops", "none", "h1", "seed7")
+    checkpoint = workspace / "results" / EXPERIMENT / "checkpoints" / "listops" / "none" / "h1" / "seed7"
+    process = start_snakemake(workspace, "--cores", "1")
+    try:
+        deadline = time.monotonic() + 240
+        while not (checkpoint / "checkpoint.pt").exists():
+            assert process.poll() is None, (workspace / "snakemake-background.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "no checkpoint appeared"
+            time.sleep(0.05)
+        time.sleep(0.5)  # a few more steps, so the checkpoint is not the very first one
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+    assert not (workspace / run / "metrics.json").exists(), "the run finished before it could be killed"
+    assert (checkpoint / "checkpoint.pt").exists()
+
+    # A killed snakemake leaves its lock behind (as after a power loss): unlock, then rerun as a user would.
+    run_snakemake(workspace, "--unlock", timeout=120, check=True)
+    run_snakemake(workspace, timeout=600, check=True)
+    metrics = json.loads((workspace / run / "metrics.json").read_text())
+    assert metrics["resumed_count"] >= 1
+    assert metrics["steps_run"] == 400
+    log = workspace / "results" / EXPERIMENT / "logs" / "train" / "listops" / "none" / "h1" / "seed7.log"
+    assert "resum" in log.read_text().lower()

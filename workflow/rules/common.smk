@@ -1,0 +1,179 @@
+"""Config validation, the run grid and the input functions every rule uses (no rules here)."""
+
+import json
+from itertools import product
+from pathlib import Path
+
+import jsonschema
+import yaml
+from snakemake.utils import validate
+
+SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
+PDELRA_ENV = "../../envs/pdelra.yaml"
+REPORT_NOTEBOOK = "workflow/notebooks/report.ipynb"
+
+
+# ----------------------------------------------------------------------------------------------------
+# Validation: fail before any job with a message that names the key and the allowed values.
+# ----------------------------------------------------------------------------------------------------
+def _key_path(error):
+    """'grids.main.variants[2]' for an error at that place in the config."""
+    path = ""
+    for part in error.absolute_path:
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path or "(top level)"
+
+
+def _explain(error):
+    where = _key_path(error)
+    schema = error.schema
+    if error.validator == "additionalProperties":
+        allowed = sorted(schema.get("properties", {}))
+        unknown = sorted(set(error.instance) - set(allowed))
+        return f"unknown key(s) {', '.join(map(repr, unknown))} in {where!r}; allowed keys: {', '.join(allowed)}"
+    if error.validator == "enum":
+        return f"{where!r} is {error.instance!r}; allowed values: {', '.join(map(str, schema['enum']))}"
+    if error.validator == "type":
+        return f"{where!r} must be of type {error.validator_value}, got {error.instance!r}"
+    if error.validator == "required":
+        return f"{where!r} is missing a required key: {error.message.split(' is a required')[0]}"
+    return f"{where!r}: {error.message}"
+
+
+def check_config(cfg):
+    """Raise a ValueError listing every schema violation in plain words."""
+    with open(SCHEMA) as f:
+        schema = yaml.safe_load(f)
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        files = ", ".join(map(str, workflow.configfiles)) or "config"
+        lines = "\n".join(f"  - {_explain(e)}" for e in errors)
+        raise ValueError(f"Invalid config ({files}):\n{lines}")
+
+
+check_config(config)
+validate(config, schema=str(SCHEMA), set_default=True)  # fills the schema's defaults in place
+
+RESULTS = f"results/{config['experiment']}"
+RAW = config["data"]["raw_dir"]
+PROCESSED = config["data"]["processed_dir"]
+LOGS = f"{RESULTS}/logs"
+
+
+# ----------------------------------------------------------------------------------------------------
+# The runs: union of the selected grids, each distinct (task, variant, scale, seed) once.
+# ----------------------------------------------------------------------------------------------------
+def selected_runs():
+    runs = set()
+    for name in config["run_grids"]:
+        grid = config["grids"].get(name)
+        if grid is None:
+            raise ValueError(f"run_grids names {name!r}, but grids.{name} is not defined in the config")
+        runs.update(product(grid["tasks"], grid["variants"], grid["scales"], grid["seeds"]))
+    missing = sorted({task for task, *_ in runs} - set(config["tasks"]))
+    if missing:
+        raise ValueError(f"the selected grids use task(s) {missing} that have no entry under 'tasks'")
+    return sorted(runs)
+
+
+RUNS = selected_runs()
+RUN_TASKS = sorted({task for task, *_ in RUNS})
+
+
+def run_dir(task, variant, scale, seed):
+    return f"{RESULTS}/runs/{task}/{variant}/{scale}/seed{seed}"
+
+
+def all_metrics():
+    return [f"{run_dir(*run)}/metrics.json" for run in RUNS]
+
+
+# ----------------------------------------------------------------------------------------------------
+# One run's resolved config: only its own slice, so editing one task's settings reruns only that task's jobs.
+# ----------------------------------------------------------------------------------------------------
+def _merged(section, task):
+    return {**config["defaults"][section], **config["tasks"][task].get(section, {})}
+
+
+def run_config(wildcards):
+    """The run config of docs/interfaces.md as compact JSON (a params value: a change reruns the job)."""
+    resolved = {
+        "task": wildcards.task,
+        "variant": wildcards.variant,
+        "scale": wildcards.scale,
+        "seed": int(wildcards.seed),
+        "model": _merged("model", wildcards.task),
+        "train": _merged("train", wildcards.task),
+    }
+    return json.dumps(resolved, sort_keys=True, separators=(",", ":"))
+
+
+def task_resource(name):
+    """Input function for one Slurm resource of a training job, from defaults.resources + tasks.{task}.resources."""
+    return lambda wildcards: _merged("resources", wildcards.task)[name]
+
+
+def train_runtime(wildcards, attempt):
+    """Minutes: the configured runtime times the attempt, so a retry after a time-out gets longer."""
+    return _merged("resources", wildcards.task)["runtime"] * attempt
+
+
+def train_threads(wildcards):
+    return _merged("resources", wildcards.task)["cpus_per_task"]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Data: which archive each task comes from (real source) and its generation sizes (generated source).
+# ----------------------------------------------------------------------------------------------------
+# The archive each task comes from (names as `pdelra extract` knows them); IMDb and CIFAR-10 are not in LRA's.
+TASKS_OF_SOURCE = {"lra_release": ("listops", "retrieval", "pathfinder"), "imdb": ("text",), "cifar10": ("image",)}
+
+
+def download_path(source):
+    return f"{RAW}/downloads/{source}.tar.gz"
+
+
+def download_setting(name):
+    """Input function for data.downloads.{source}.{name}; a missing source is named, not a KeyError."""
+
+    def lookup(wildcards):
+        downloads = config["data"].get("downloads", {})
+        if wildcards.source not in downloads:
+            raise ValueError(f"data.downloads.{wildcards.source} is needed with data.source: real")
+        return downloads[wildcards.source].get(name)
+
+    return lookup
+
+
+def md5_option(md5):
+    """`--md5 X` when a checksum is published; nothing otherwise (the first fetch records it)."""
+    return f"--md5 {md5}" if md5 else ""
+
+
+def generate_params(wildcards):
+    """`pdelra generate` settings of one task as JSON; its seed defaults to data.seed."""
+    settings = {"seed": config["data"]["seed"], **config["data"]["generate"].get(wildcards.task, {})}
+    return json.dumps(settings, sort_keys=True, separators=(",", ":"))
+
+
+def parent_dir(path):
+    """The folder of a declared input/output: for params, so no path prefix is hard-coded twice."""
+    return str(Path(path).parent)
+
+
+def manifest(task):
+    return f"{PROCESSED}/{task}/manifest.json"
+
+
+def final_version_targets(rules):
+    """The `version` rule's outputs (workflow/rules/version.smk, DVC) when that rule exists, else nothing."""
+    return list(rules.version.output) if rules.has("version") else []
+
+
+wildcard_constraints:
+    task="|".join(config["tasks"]),
+    variant=r"[a-z_]+",
+    scale=r"h1|h2|h4|multi",
+    seed=r"\d+",
+    source=r"lra_release|imdb|cifar10",

@@ -1,0 +1,45 @@
+"""Tables from every run's metrics.json, then the papermill report. Local rules: one job each per experiment."""
+
+
+rule aggregate:
+    """runs.csv (one row per run, failures and divergences included) and the paper-style summary tables."""
+    localrule: True
+    input:
+        all_metrics(),
+    output:
+        runs=f"{RESULTS}/tables/runs.csv",
+        main=f"{RESULTS}/tables/main.csv",
+        multiscale=f"{RESULTS}/tables/multiscale.csv",
+        cost=f"{RESULTS}/tables/cost.csv",
+        alpha=f"{RESULTS}/tables/alpha.csv",
+    params:
+        out=lambda wildcards, output: parent_dir(output.runs),
+    log:
+        f"{LOGS}/aggregate.log",
+    conda:
+        PDELRA_ENV
+    shell:
+        "pdelra aggregate --out {params.out} {input} > {log} 2>&1"
+
+
+rule report:
+    """Execute the report notebook on the tables (kernel `pdelra`) and render it to HTML."""
+    localrule: True
+    input:
+        tables=rules.aggregate.output,
+        notebook=REPORT_NOTEBOOK,
+    output:
+        notebook=f"{RESULTS}/report/report.ipynb",
+        html=f"{RESULTS}/report/report.html",
+        index=f"{RESULTS}/report/index.html",
+    params:
+        tables=lambda wildcards, input: parent_dir(input.tables[0]),
+        out=lambda wildcards, output: parent_dir(output.html),
+        experiment=config["experiment"],
+    log:
+        f"{LOGS}/report.log",
+    conda:
+        PDELRA_ENV
+    shell:
+        "pdelra report --tables {params.tables} --out {params.out} --notebook {input.notebook}"
+        " --experiment {params.experiment} --kernel pdelra > {log} 2>&1"

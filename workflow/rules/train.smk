@@ -1,0 +1,28 @@
+"""One training job per distinct (task, variant, scale, seed). Checkpoints live outside the declared outputs
+(Snakemake deletes those before a job starts), so a retried or rerun job resumes where it stopped."""
+
+
+rule train:
+    """Train and evaluate one run; exit 75 after checkpointing when preempted (a retry then resumes)."""
+    input:
+        manifest("{task}"),
+    output:
+        f"{RESULTS}/runs/{{task}}/{{variant}}/{{scale}}/seed{{seed}}/metrics.json",
+    params:
+        run_config=run_config,
+        data=lambda wildcards, input: parent_dir(input[0]),
+        out=lambda wildcards, output: parent_dir(output[0]),
+        checkpoints=f"{RESULTS}/checkpoints/{{task}}/{{variant}}/{{scale}}/seed{{seed}}",
+    log:
+        f"{LOGS}/train/{{task}}/{{variant}}/{{scale}}/seed{{seed}}.log",
+    threads: train_threads
+    resources:
+        gpu=task_resource("gpu"),
+        cpus_per_task=task_resource("cpus_per_task"),
+        mem_mb=task_resource("mem_mb"),
+        runtime=train_runtime,
+    conda:
+        PDELRA_ENV
+    shell:
+        "pdelra train --run-config '{params.run_config}' --data {params.data}"
+        " --out {params.out} --checkpoint-dir {params.checkpoints} > {log} 2>&1"

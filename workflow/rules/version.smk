@@ -1,0 +1,32 @@
+"""DVC versioning of the finished artifacts: the last step of `rule all`.
+
+The experiment's runs/, tables/ and report/ folders are recorded with `dvc add` (one .dvc file per folder) and
+pushed when a DVC remote is set: `dvc.remote` in the config names one (configured with `dvc remote add`),
+otherwise the DVC project's default remote is used, if any. After `dvc pull` on another machine, run
+`pdelra version restore` (dvc pull + snakemake --touch) so that nothing is recomputed: DVC does not keep mtimes.
+"""
+
+# A remote *name* from .dvc/config; null = the project's default remote (none: record in the local cache only).
+DVC_REMOTE = (config.get("dvc") or {}).get("remote")
+
+
+rule version:
+    """dvc add the runs, tables and report of this experiment; push them when a remote is set."""
+    localrule: True
+    input:
+        metrics=all_metrics(),
+        tables=rules.aggregate.output,
+        report=rules.report.output,
+    output:
+        f"{RESULTS}/versioned.json",
+    params:
+        experiment_dir=RESULTS,
+        remote=f"--remote {DVC_REMOTE}" if DVC_REMOTE else "",
+    resources:
+        dvc=1,  # DVC takes a repository lock: one DVC rule (fetch, version) at a time
+    log:
+        f"{LOGS}/version.log",
+    conda:
+        PDELRA_ENV
+    shell:
+        "pdelra version add {params.experiment_dir} --out {output} {params.remote} > {log} 2>&1"
