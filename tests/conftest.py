@@ -32,6 +32,8 @@ TEST_CONFIGS = REPO / "tests" / "configs"
 WORKFLOW_PATHS = ("Snakefile", "workflow", "config", "envs", "profiles", ".dvc", ".dvcignore")
 WORKFLOW_PROFILE = "workflow/profiles/default"
 _IGNORE = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", ".snakemake", "*.pyc")
+# The DVC project's settings travel, not its (possibly large) cache, temp files or machine-local config.
+_IGNORE_DVC = shutil.ignore_patterns("cache", "tmp", "config.local")
 
 
 def load_config(name: str) -> dict[str, Any]:
@@ -66,7 +68,8 @@ def make_workspace(dest: Path, config: dict[str, Any] | None = None) -> Path:
     for name in WORKFLOW_PATHS:
         src = REPO / name
         if src.is_dir():
-            shutil.copytree(src, dest / name, ignore=_IGNORE, dirs_exist_ok=True)
+            ignore = _IGNORE_DVC if name == ".dvc" else _IGNORE
+            shutil.copytree(src, dest / name, ignore=ignore, dirs_exist_ok=True)
         elif src.is_file():
             shutil.copy2(src, dest / name)
     cfg = load_config(TINY_CONFIG) if config is None else config

@@ -172,3 +172,80 @@ def test_released_labels_agree_with_evaluate() -> None:
         assert listops.evaluate(source) == target
     with pytest.raises(ValueError):
         listops.evaluate("( ( [MAX 1 ) 2 )")
+
+
+def _listops_tsv(path: Path, body: str, eol: str = "\n") -> Path:
+    path.write_bytes(("Source\tTarget\n" + body).replace("\n", eol).encode())
+    return path
+
+
+def test_listops_vectorised_reader_matches_the_exact_reader(tmp_path: Path) -> None:
+    from pdelra.data.preprocess import _listops_exact
+
+    rows = "".join(f"{s}\t{t}\n" for s, t in RELEASED) + "\t3\n( ( [SM 1 ) ] )  \t0\n"
+    cases = [("\n", rows), ("\r\n", rows), ("\n", rows.rstrip("\n")), ("\n", "")]
+    for i, (eol, body) in enumerate(cases):
+        path = _listops_tsv(tmp_path / f"{i}.tsv", body, eol)
+        for max_length in (4, 16):
+            fast = listops.encode_tsv(path, max_length)
+            assert fast is not None, (eol, body)
+            exact = _listops_exact(path, "train", max_length)
+            assert fast[3] == exact[3] and all(
+                np.array_equal(a, b) for a, b in zip(fast[:3], exact[:3], strict=True)
+            )
+    # Anything outside the released form goes to the exact reader (which accepts or names the line).
+    for body in ('"( [MAX 1 ] )"\t1\n', "( [MAX 1 ]5 )\t1\n", "( [MA 1 ] )\t1\n", "( [SMAX 1 ] )\t1\n",
+                 "( [MAX 1 ] )\t12\n", "( [MAX 1 ] )\t 1\n", "( [MAX 1 ] )\n", "( [MAX 1 ] )\t1\t2\n",
+                 "\n", "( (5 [MAX 1 ] )\t1\n", "( [MAX 1 ] )\t1\r\r\n"):  # fmt: skip
+        assert listops.encode_tsv(_listops_tsv(tmp_path / "bad.tsv", body), 16) is None, body
+
+
+def _png_with_filter(pixels: np.ndarray, kind: int) -> bytes:
+    """A PNG whose every row uses PNG filter `kind` (PIL picks filters itself)."""
+    import struct
+    import zlib
+
+    def predict(x: int, y: int) -> int:
+        left = int(pixels[y, x - 1]) if x else 0
+        up = int(pixels[y - 1, x]) if y else 0
+        corner = int(pixels[y - 1, x - 1]) if x and y else 0
+        if kind < 3:
+            return (0, left, up)[kind]
+        if kind == 3:
+            return (left + up) // 2
+        p = left + up - corner
+        pa, pb, pc = abs(p - left), abs(p - up), abs(p - corner)
+        return left if pa <= pb and pa <= pc else (up if pb <= pc else corner)
+
+    rows = b"".join(bytes([kind, *((int(pixels[y, x]) - predict(x, y)) % 256 for x in range(32))])
+                    for y in range(32))  # fmt: skip
+
+    def chunk(tag: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body))
+
+    header = chunk(b"IHDR", struct.pack(">IIBBBBB", 32, 32, 8, 0, 0, 0, 0))
+    return b"\x89PNG\r\n\x1a\n" + header + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def test_png_fast_decoder_matches_pil() -> None:
+    from pdelra.data import pathfinder
+
+    rng = np.random.default_rng(0)
+    gradient = np.add.outer(np.arange(32), np.arange(32)) * 4 % 256
+    images = [rng.integers(0, 256, (32, 32), dtype=np.uint8), gradient]
+    pngs = [_png_with_filter(np.asarray(a, np.uint8), kind) for a in images for kind in range(5)]
+    pngs += [_png(value) for value in (0, 7, 255)]
+    pngs += [png[:-30] for png in pngs[:3]] + [png[:40] + b"\0" + png[41:] for png in pngs[:3]] + [b""]
+    collector = pathfinder.Collector()
+    collector.BATCH = 4
+    for n, png in enumerate(pngs):
+        collector.labels[(0, n)] = n % 2
+        collector.add_image((0, n), png, f"sample_{n}.png")
+    images_out, labels, skipped = collector.finish()
+    expected = [(n, pathfinder.decode_png(png, "x")) for n, png in enumerate(pngs)]
+    kept = [(n, image) for n, image in expected if image is not None]
+    assert len(images_out) == len(kept)
+    assert all(np.array_equal(a, b) for a, (_, b) in zip(images_out, kept, strict=True))
+    assert labels.tolist() == [n % 2 for n, _ in kept]
+    assert len(skipped) == len(pngs) - len(kept) > 0
+    assert sum(pathfinder.plain_png_rows(png) is not None for png in pngs) >= 13

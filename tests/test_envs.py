@@ -51,6 +51,6 @@ def test_every_rule_names_the_environment() -> None:
     rules = sorted((REPO / "workflow" / "rules").glob("*.smk"))
     for path in rules:
         text = path.read_text()
-        n_rules = len(re.findall(r"^\s*rule \w+:", text, flags=re.M))
+        n_rules = len(re.findall(r"^\s*rule(\s+\w+)?:", text, flags=re.M))  # named or loop-made
         n_conda = len(re.findall(r"^\s*conda:\s*$", text, flags=re.M))
         assert n_conda == n_rules, f"{path.name}: {n_rules} rules but {n_conda} conda: directives"

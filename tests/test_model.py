@@ -201,3 +201,20 @@ def test_config_errors_name_the_bad_value() -> None:
         model(torch.zeros(1, 30, dtype=torch.long), torch.tensor([30]))
     with pytest.raises(ValueError, match="lengths must lie in"):
         model(torch.zeros(1, 5, dtype=torch.long), torch.tensor([0]))
+
+
+def test_physqk_transports_coordinates_with_the_blocks_own_attention() -> None:
+    torch.manual_seed(0)
+    cfg = ModelConfig(**{**TINY, "variant": "physqk"})  # type: ignore[arg-type]
+    attn = SelfAttention(cfg).double().eval()
+    b, n, d, heads = 2, 9, cfg.d_model, cfg.n_heads
+    x, r = torch.randn(b, n, d, dtype=torch.float64), torch.randn(b, n, d, dtype=torch.float64)
+    lengths = torch.tensor([9, 5])
+    _, transported = attn(x, Padding.from_lengths(lengths, n), r)
+
+    q, k, _ = attn.qkv(x).split(d, dim=2)
+    q, k, rh = (t.view(b, n, heads, -1).transpose(1, 2) for t in (q, k, r))
+    scores = q @ k.transpose(-1, -2) / q.shape[-1] ** 0.5
+    scores = scores.masked_fill(~(torch.arange(n) < lengths[:, None])[:, None, None, :], float("-inf"))
+    expected = (torch.softmax(scores, -1) @ rh).transpose(1, 2).reshape(b, n, d)  # A·r, per head
+    torch.testing.assert_close(transported, expected)

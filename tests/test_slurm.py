@@ -1,8 +1,8 @@
 """The Slurm profile against a real Slurm cluster (scripts/local-slurm.sh), and the script's own contracts.
 
-The end-to-end tests start a single-node cluster on 127.0.0.1 in a temporary state folder (installing the Debian
-packages on a fresh machine), run the tiny demo grid through `snakemake --profile profiles/slurm` with one task
-asking for a GPU (the node's fake gres), and stop exactly the daemons they started.
+The end-to-end tests start a single-node cluster on 127.0.0.1 in a temporary state folder (installing the
+Debian packages on a fresh machine), run the tiny demo grid through `snakemake --profile profiles/slurm` with
+one task asking for a GPU (the node's fake gres), and stop exactly the daemons they started.
 """
 
 from __future__ import annotations
@@ -127,7 +127,7 @@ def _cannot_run_cluster() -> str | None:
 
 @pytest.fixture(scope="module")
 def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
-    """Start a cluster for this module; yield the environment its clients need; stop its daemons at the end."""
+    """Start a cluster for this module; yield the environment its clients need; stop its daemons after."""
     reason = _cannot_run_cluster()
     if reason:
         pytest.skip(reason)
@@ -137,7 +137,11 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
         proc = subprocess.run([SCRIPT, "start", state], capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
             pytest.fail(f"local-slurm.sh start failed ({proc.returncode}):\n{proc.stderr[-4000:]}")
-        yield {"SLURM_CONF": str(state / "etc" / "slurm.conf"), "USER": "root", "LOCAL_SLURM_STATE": str(state)}
+        yield {
+            "SLURM_CONF": str(state / "etc" / "slurm.conf"),
+            "USER": "root",
+            "LOCAL_SLURM_STATE": str(state),
+        }
     finally:
         subprocess.run([SCRIPT, "stop", state], capture_output=True, text=True, timeout=120)
 
@@ -201,4 +205,6 @@ def test_demo_grid_runs_through_the_slurm_profile(slurm_cluster: dict[str, str],
         assert accounted[job_id]["state"] == "COMPLETED"
         assert ("gres/gpu=1" in accounted[job_id]["tres"]) == (task == GPU_TASK), accounted[job_id]
     # Data and report rules stayed on the submit host.
-    assert not re.search(r"submitted with SLURM jobid \d+ \(log: .*?/rule_(generate|preprocess|aggregate|report)", log)
+    assert not re.search(
+        r"submitted with SLURM jobid \d+ \(log: .*?/rule_(generate|preprocess|aggregate|report)", log
+    )

@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="pdelra",
         description=(
             "Reproduce 'Where to Add PDE Diffusion in Transformers' on the Long Range Arena. "
-            "Each subcommand is one step of the Snakemake workflow; run `pdelra SUBCOMMAND --help` for its options."
+            "Each subcommand is one step of the Snakemake workflow; "
+            "run `pdelra SUBCOMMAND --help` for its options."
         ),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")

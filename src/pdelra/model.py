@@ -248,16 +248,21 @@ class SelfAttention(nn.Module):
         if r is not None:
             v = torch.cat([v.view(b, n, self.n_heads, -1), r.view(b, n, self.n_heads, -1)], dim=3).flatten(2)
         q, k, v = self._heads(q), self._heads(k), self._heads(v)
+        scale = q.shape[-1] ** -0.5
+        if r is not None:  # zero channels keep q·k unchanged and one head size, as flash kernels require
+            q, k = F.pad(q, (0, v.shape[-1] - q.shape[-1])), F.pad(k, (0, v.shape[-1] - k.shape[-1]))
         dropout = self.attn_dropout if self.training else 0.0
         if self.materialise:
             # Only for nonlinear dynamics of A (cta_reaction_diffusion): O(L²) memory, see module docstring.
-            scores = (q @ k.transpose(-2, -1)) * q.shape[-1] ** -0.5
+            scores = (q @ k.transpose(-2, -1)) * scale
             if pad.key_mask is not None:
                 scores = scores.masked_fill(~pad.key_mask, float("-inf"))
             probs = self.attn_probs(torch.softmax(scores.float(), dim=-1), pad.lengths).to(v.dtype)
             out = F.dropout(probs, dropout, self.training) @ v
         else:
-            out = F.scaled_dot_product_attention(q, k, v, attn_mask=pad.key_mask, dropout_p=dropout)
+            out = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=pad.key_mask, dropout_p=dropout, scale=scale
+            )
         out = out.transpose(1, 2)  # (B, L, H, dh [+ dh of r])
         transported = None
         if r is not None:

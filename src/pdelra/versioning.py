@@ -244,13 +244,15 @@ def _cmd_restore(args: argparse.Namespace) -> int:
 
 
 def _guarded(func):
-    """Turn a VersioningError into a one-line message and exit status 1 (no traceback for user mistakes)."""
+    """Turn user-facing errors (ours and DVC's: no remote access, missing cache) into one line and exit 1."""
 
     def run(args: argparse.Namespace) -> int:
+        from dvc.exceptions import DvcException
+
         try:
             return func(args)
-        except VersioningError as err:
-            print(f"pdelra version: error: {err}", file=sys.stderr)
+        except (VersioningError, DvcException) as err:
+            print(f"pdelra version {args.version_command}: error: {err}", file=sys.stderr)
             return 1
 
     return run

@@ -30,7 +30,8 @@ def _explain(error):
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
         unknown = sorted(set(error.instance) - set(allowed))
-        return f"unknown key(s) {', '.join(map(repr, unknown))} in {where!r}; allowed keys: {', '.join(allowed)}"
+        unknown = ", ".join(map(repr, unknown))
+        return f"unknown key(s) {unknown} in {where!r}; allowed keys: {', '.join(allowed)}"
     if error.validator == "enum":
         return f"{where!r} is {error.instance!r}; allowed values: {', '.join(map(str, schema['enum']))}"
     if error.validator == "type":
@@ -78,7 +79,6 @@ def selected_runs():
 
 
 RUNS = selected_runs()
-RUN_TASKS = sorted({task for task, *_ in RUNS})
 
 
 def run_dir(task, variant, scale, seed):
@@ -90,7 +90,7 @@ def all_metrics():
 
 
 # ----------------------------------------------------------------------------------------------------
-# One run's resolved config: only its own slice, so editing one task's settings reruns only that task's jobs.
+# One run's resolved config: only its own slice, so editing a task's settings reruns only its jobs.
 # ----------------------------------------------------------------------------------------------------
 def _merged(section, task):
     return {**config["defaults"][section], **config["tasks"][task].get(section, {})}
@@ -110,7 +110,7 @@ def run_config(wildcards):
 
 
 def task_resource(name):
-    """Input function for one Slurm resource of a training job, from defaults.resources + tasks.{task}.resources."""
+    """Input function for one resource of a training job: tasks.{task}.resources over defaults.resources."""
     return lambda wildcards: _merged("resources", wildcards.task)[name]
 
 
@@ -124,10 +124,14 @@ def train_threads(wildcards):
 
 
 # ----------------------------------------------------------------------------------------------------
-# Data: which archive each task comes from (real source) and its generation sizes (generated source).
+# Data: the archive each task comes from (real source) and its generation settings (generated source).
 # ----------------------------------------------------------------------------------------------------
-# The archive each task comes from (names as `pdelra extract` knows them); IMDb and CIFAR-10 are not in LRA's.
-TASKS_OF_SOURCE = {"lra_release": ("listops", "retrieval", "pathfinder"), "imdb": ("text",), "cifar10": ("image",)}
+# Archive names as `pdelra extract` knows them; IMDb and CIFAR-10 are not part of the LRA release.
+TASKS_OF_SOURCE = {
+    "lra_release": ("listops", "retrieval", "pathfinder"),
+    "imdb": ("text",),
+    "cifar10": ("image",),
+}
 
 
 def download_path(source):

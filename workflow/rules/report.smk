@@ -1,4 +1,4 @@
-"""Tables from every run's metrics.json, then the papermill report. Local rules: one job each per experiment."""
+"""Tables from every run's metrics.json, then the papermill report: one local job each per experiment."""
 
 
 rule aggregate:

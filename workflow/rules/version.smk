@@ -20,7 +20,7 @@ rule version:
     output:
         f"{RESULTS}/versioned.json",
     params:
-        experiment_dir=RESULTS,
+        experiment_dir=lambda wildcards, output: parent_dir(output[0]),
         remote=f"--remote {DVC_REMOTE}" if DVC_REMOTE else "",
     resources:
         dvc=1,  # DVC takes a repository lock: one DVC rule (fetch, version) at a time

@@ -1,7 +1,7 @@
 """`pdelra bench`: benchmarks that print figures and ratios measured side by side in one process.
 
-They are not tests: speed goals are judged from their printed ratios, never from timed assertions that flake on a
-noisy machine.
+They are not tests: speed goals are judged from their printed ratios, never from timed assertions that
+flake on a noisy machine.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     benches = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for name, module_name in BENCHMARKS.items():
         module = importlib.import_module(module_name)
-        sub = benches.add_parser(name, help=module.__doc__.strip().splitlines()[0], description=module.__doc__)
+        summary = module.__doc__.strip().splitlines()[0]
+        sub = benches.add_parser(name, help=summary, description=module.__doc__)
         module.add_arguments(sub)
         sub.set_defaults(func=module.run)
