@@ -20,14 +20,14 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 demo: $(STAMP)
-	$(BIN)/snakemake --configfile config/demo.yaml
+	$(BIN)/snakemake --workflow-profile workflow/profiles/default --configfile config/demo.yaml
 
 test: $(STAMP)
 	$(BIN)/pytest
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/snakemake --lint --configfile config/demo.yaml
+	$(BIN)/snakemake --lint --workflow-profile workflow/profiles/default --configfile config/demo.yaml
 
 clean-demo:
 	rm -rf results/demo data/demo

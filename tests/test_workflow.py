@@ -108,3 +108,18 @@ def test_nothing_outside_the_run_slice_is_a_training_param(tmp_path: Path) -> No
         return sorted(line for line in (proc.stdout + proc.stderr).splitlines() if "pdelra train " in line)
 
     assert train_lines(base) == train_lines(edited)
+
+
+def test_fetch_checks_published_md5s_and_records_the_unpublished_one(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path / "ws", paper_config())
+    proc = run_snakemake(workspace, "-n", "-p", timeout=60, check=True)
+    fetches = {
+        re.search(r"--out \S+/downloads/(\w+)\.tar\.gz", line)[1]: line
+        for line in (proc.stdout + proc.stderr).splitlines()
+        if "pdelra fetch " in line
+    }
+    assert sorted(fetches) == ["cifar10", "imdb", "lra_release"]
+    assert "--md5 7c2ac02c03563afcf9b574c7e56c153a" in fetches["imdb"]
+    assert "--md5 c32a1d4ab5d03f1284b67883e8d87530" in fetches["cifar10"]
+    assert "--md5" not in fetches["lra_release"]
+    assert "--url https://storage.googleapis.com/long-range-arena/lra_release.gz" in fetches["lra_release"]
