@@ -170,11 +170,6 @@ def manifest(task):
     return f"{PROCESSED}/{task}/manifest.json"
 
 
-def final_version_targets(rules):
-    """The `version` rule's outputs (workflow/rules/version.smk, DVC) when that rule exists, else nothing."""
-    return list(rules.version.output) if rules.has("version") else []
-
-
 wildcard_constraints:
     task="|".join(config["tasks"]),
     variant=r"[a-z_]+",
