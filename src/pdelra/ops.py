@@ -299,23 +299,28 @@ class DiffusionLayer(nn.Module):
 # Continuous-Time Attention: attention weights evolving in pseudo-time along the key axis
 
 
-class PseudoTimeDiffusion(nn.Module):
+class _PseudoTime(nn.Module):
+    """`steps` pseudo-time steps with bounded step sizes α (per scale and channel) — the Continuous-Time
+    Attention family; subclasses define the dynamics in `forward`."""
+
+    def __init__(self, channels: int, scales: Sequence[int], alpha_init: float, steps: int) -> None:
+        super().__init__()
+        if steps < 1:
+            raise ValueError(f"pseudo-time steps must be ≥ 1, got {steps}")
+        self.scales, self.steps = _check_scales(scales), steps
+        self.step_sizes = StepSizes(initial_alphas(self.scales, alpha_init), channels)
+
+    def alphas(self) -> Tensor:
+        return self.step_sizes()
+
+
+class PseudoTimeDiffusion(_PseudoTime):
     """`steps` explicit Euler steps of heat flow, A ← A (I + Σ_k α_k Δ_{h_k}), applied to attention rows.
 
     Acting on V instead (A (I + L)^n V, Δ symmetric) keeps fused attention; x is V, (batch, length, channels),
     α per channel. No LayerNorm: the evolved rows must remain probability distributions (Σα ≤ ½ keeps them
     non-negative and the Laplacian conserves each row's mass).
     """
-
-    def __init__(self, d_model: int, scales: Sequence[int], alpha_init: float, steps: int) -> None:
-        super().__init__()
-        if steps < 1:
-            raise ValueError(f"pseudo-time steps must be ≥ 1, got {steps}")
-        self.scales, self.steps = _check_scales(scales), steps
-        self.step_sizes = StepSizes(initial_alphas(self.scales, alpha_init), d_model)
-
-    def alphas(self) -> Tensor:
-        return self.step_sizes()
 
     def forward(self, x: Tensor, lengths: Tensor | None = None) -> Tensor:
         alphas = self.alphas().to(x.dtype)
@@ -324,7 +329,7 @@ class PseudoTimeDiffusion(nn.Module):
         return x
 
 
-class PseudoTimeWave(nn.Module):
+class PseudoTimeWave(_PseudoTime):
     """`steps` leapfrog steps of the wave equation ∂²A/∂t² = L A along keys, starting at rest (∂A/∂t = 0).
 
     A¹ = A⁰ + ½ L A⁰,  Aⁿ⁺¹ = 2Aⁿ − Aⁿ⁻¹ + L Aⁿ, with L = Σ_k α_k Δ_{h_k} (α as in the diffusion layer, so the
@@ -333,16 +338,6 @@ class PseudoTimeWave(nn.Module):
     sums are conserved; unlike diffusion, waves may make weights negative (an oscillating, not a smoothing,
     kernel).
     """
-
-    def __init__(self, d_model: int, scales: Sequence[int], alpha_init: float, steps: int) -> None:
-        super().__init__()
-        if steps < 1:
-            raise ValueError(f"pseudo-time steps must be ≥ 1, got {steps}")
-        self.scales, self.steps = _check_scales(scales), steps
-        self.step_sizes = StepSizes(initial_alphas(self.scales, alpha_init), d_model)
-
-    def alphas(self) -> Tensor:
-        return self.step_sizes()
 
     def _apply_l(self, x: Tensor, alphas: Tensor, lengths: Tensor | None) -> Tensor:
         return diffusion_step(x, alphas, self.scales, lengths=lengths) - x  # L x
@@ -357,7 +352,7 @@ class PseudoTimeWave(nn.Module):
         return cur
 
 
-class PseudoTimeReactionDiffusion(nn.Module):
+class PseudoTimeReactionDiffusion(_PseudoTime):
     """`steps` Euler steps of reaction–diffusion on attention probabilities A (batch, heads, queries, keys):
 
         A ← A + Σ_k α_k Δ_{h_k} A + ρ A (1 − A)   along the key axis, then each row renormalised to sum 1.
@@ -369,21 +364,12 @@ class PseudoTimeReactionDiffusion(nn.Module):
     """
 
     def __init__(self, n_heads: int, scales: Sequence[int], alpha_init: float, steps: int) -> None:
-        super().__init__()
-        if steps < 1:
-            raise ValueError(f"pseudo-time steps must be ≥ 1, got {steps}")
-        self.scales, self.steps = _check_scales(scales), steps
-        self.step_sizes = StepSizes(initial_alphas(self.scales, alpha_init), n_heads)
+        super().__init__(n_heads, scales, alpha_init, steps)
         # ρ starts at alpha_init too: reaction and diffusion begin on the same footing.
         self.reaction_logit = nn.Parameter(torch.full((n_heads,), math.log(alpha_init / (0.5 - alpha_init))))
 
-    def alphas(self) -> Tensor:
-        return self.step_sizes()
-
     def forward(self, probs: Tensor, lengths: Tensor | None = None) -> Tensor:
-        alphas = self.alphas().to(probs.dtype)[
-            :, :, None, None
-        ]  # (K, H, 1, 1): per head, over queries × keys
+        alphas = self.alphas().to(probs.dtype)[:, :, None, None]  # (K, H, 1, 1): per head, queries × keys
         rho = (0.5 * torch.sigmoid(self.reaction_logit)).to(probs.dtype)[:, None, None]
         for _ in range(self.steps):
             probs = diffusion_step(probs, alphas, self.scales, dim=-1, lengths=lengths)
