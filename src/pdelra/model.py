@@ -19,8 +19,9 @@ Choices the papers leave open
 -----------------------------
 - between_layers: one diffusion layer between each pair of consecutive blocks (n_layers − 1 layers), on the
   residual stream; none before the first block (that is after_embedding) or after the last.
-- before_layernorm: diffusion (with its LayerNorm, eq. 9) on the input of LN₁ and LN₂, branch only; the
-  residual stream itself is untouched. after_mlp / after_attention: on the branch output before dropout and
+- before_layernorm: the Euler step on the input of LN₁ and LN₂, branch only; the residual stream itself is
+  untouched. Eq. 9's LayerNorm after the update is the sub-layer's own LN₁/LN₂, which follows immediately:
+  a second LayerNorm in front of it would only add cost (two per block) and a redundant affine map. after_mlp / after_attention: on the branch output before dropout and
   the residual add.
 - in_attention: rows of A diffused along keys with α per value channel, computed exactly as
   A·(I + Σ α_k Δ_k)·V (Δ symmetric). No LayerNorm, so rows stay probability distributions.
@@ -161,7 +162,7 @@ VARIANTS: dict[str, dict[str, Callable[[ModelConfig], nn.Module]]] = {
     "after_embedding": {"embedding": _diffusion()},
     "after_mlp": {"mlp_output": _diffusion()},
     "between_layers": {"between_blocks": _diffusion()},
-    "before_layernorm": {"attn_input": _diffusion(), "mlp_input": _diffusion()},
+    "before_layernorm": {"attn_input": _diffusion(norm=False), "mlp_input": _diffusion(norm=False)},
     "in_attention": {"attn_values": _diffusion(norm=False)},
     "across_heads": {"attn_heads": HeadDiffusion},
     "after_attention": {"attn_output": _diffusion()},
