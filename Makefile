@@ -7,13 +7,15 @@ STAMP := $(VENV)/.installed
 # Rules call `pdelra`, `snakemake`, `dvc`, `papermill` from the project's environment.
 export PATH := $(BIN):$(PATH)
 export DVC_NO_ANALYTICS := 1
+# pip repeats this harmless line for every package when a configured find-links folder lacks it.
+PIP_NOISE := is ignored: it is neither a file nor a directory
 
 .PHONY: demo test venv lint clean-demo
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	set -o pipefail; $(BIN)/pip install --quiet -e '.[dev]' 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 	$(BIN)/python -m ipykernel install --sys-prefix --name pdelra --display-name "pdelra (.venv)"
 	touch $(STAMP)
 

@@ -26,6 +26,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdelra.errors import UserError
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -63,7 +65,7 @@ RUN_COLUMNS = (
 )
 
 
-class MetricsError(ValueError):
+class MetricsError(UserError, ValueError):
     """A metrics.json that cannot be used; the message names the file."""
 
 
@@ -384,11 +386,7 @@ def _run(args: argparse.Namespace) -> int:
     if not files:
         log.error("give metrics.json files and/or --runs DIR")
         return 2
-    try:
-        aggregate(files, args.out)
-    except MetricsError as exc:
-        log.error("%s", exc)
-        return 1
+    aggregate(files, args.out)
     return 0
 
 

@@ -12,6 +12,8 @@ import importlib
 import logging
 import sys
 
+from pdelra.errors import UserError
+
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with `set_defaults(func=...)`.
 SUBCOMMAND_MODULES = (
     "pdelra.data.cli",  # generate, fetch, extract, preprocess
@@ -45,7 +47,11 @@ def main(argv: list[str] | None = None) -> int:
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except UserError as err:
+        logging.getLogger("pdelra").error("%s", err)
+        return 1
 
 
 if __name__ == "__main__":

@@ -21,8 +21,8 @@ Choices the papers leave open
   residual stream; none before the first block (that is after_embedding) or after the last.
 - before_layernorm: the Euler step on the input of LN₁ and LN₂, branch only; the residual stream itself is
   untouched. Eq. 9's LayerNorm after the update is the sub-layer's own LN₁/LN₂, which follows immediately:
-  a second LayerNorm in front of it would only add cost (two per block) and a redundant affine map. after_mlp / after_attention: on the branch output before dropout and
-  the residual add.
+  a second LayerNorm in front of it would only add cost (two per block) and a redundant affine map.
+- after_mlp / after_attention: on the branch output before dropout and the residual add.
 - in_attention: rows of A diffused along keys with α per value channel, computed exactly as
   A·(I + Σ α_k Δ_k)·V (Δ symmetric). No LayerNorm, so rows stay probability distributions.
 - across_heads: per-head outputs (batch, length, heads, head_dim) diffused along the head axis (heads are

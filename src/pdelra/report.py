@@ -16,6 +16,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pdelra.errors import UserError
+
 log = logging.getLogger(__name__)
 
 DEFAULT_NOTEBOOK = Path("workflow/notebooks/report.ipynb")
@@ -24,7 +26,7 @@ DEFAULT_KERNEL = (
 )
 
 
-class ReportError(RuntimeError):
+class ReportError(UserError, RuntimeError):
     """The report could not be built; the message says which input or step failed."""
 
 
@@ -147,11 +149,7 @@ def _swap_in(staging: Path, out: Path) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    try:
-        build_report(args.tables, args.out, args.notebook, args.kernel, args.experiment, args.timeout)
-    except ReportError as exc:
-        log.error("%s", exc)
-        return 1
+    build_report(args.tables, args.out, args.notebook, args.kernel, args.experiment, args.timeout)
     return 0
 
 

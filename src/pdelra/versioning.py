@@ -29,6 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdelra.errors import UserError
+
 if TYPE_CHECKING:
     from dvc.repo import Repo
 
@@ -39,7 +41,7 @@ ARTIFACTS = ("runs", "tables", "report")
 RECORD_VERSION = 1
 
 
-class VersioningError(RuntimeError):
+class VersioningError(UserError, RuntimeError):
     """A problem the user can fix (no DVC project, missing artifact, unknown remote); the message says."""
 
 
@@ -243,17 +245,16 @@ def _cmd_restore(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guarded(func):
-    """Turn user-facing errors (ours and DVC's: no remote access, missing cache) into one line and exit 1."""
+def _dvc_errors_are_user_errors(func):  # type: ignore[no-untyped-def]
+    """DVC's own failures (no remote access, missing cache) are the user's to fix: report them like ours."""
 
     def run(args: argparse.Namespace) -> int:
         from dvc.exceptions import DvcException
 
         try:
             return func(args)
-        except (VersioningError, DvcException) as err:
-            print(f"pdelra version {args.version_command}: error: {err}", file=sys.stderr)
-            return 1
+        except DvcException as err:
+            raise VersioningError(f"dvc: {err}") from err
 
     return run
 
@@ -291,7 +292,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="NAME",
         help=f"a sub-folder to version (repeatable; default: {', '.join(ARTIFACTS)})",
     )
-    add.set_defaults(func=_guarded(_cmd_add))
+    add.set_defaults(func=_dvc_errors_are_user_errors(_cmd_add))
 
     rst = sub.add_parser(
         "restore",
@@ -316,4 +317,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="ARGS",
         help="extra arguments for `snakemake --touch`, as one shell-quoted string (e.g. '--configfile F')",
     )
-    rst.set_defaults(func=_guarded(_cmd_restore))
+    rst.set_defaults(func=_dvc_errors_are_user_errors(_cmd_restore))

@@ -11,6 +11,7 @@ import logging
 from pathlib import Path
 
 from pdelra.data import TASKS
+from pdelra.data.errors import DataError
 
 log = logging.getLogger("pdelra.data")
 
@@ -21,9 +22,9 @@ def _generate(args: argparse.Namespace) -> int:
     try:
         params = json.loads(args.params)
     except json.JSONDecodeError as err:
-        raise SystemExit(f"pdelra generate: --params is not valid JSON ({err})") from err
+        raise DataError(None, f"--params is not valid JSON ({err})") from err
     if not isinstance(params, dict):
-        raise SystemExit("pdelra generate: --params must be a JSON object of settings")
+        raise DataError(None, "--params must be a JSON object of settings")
     generate(args.task, Path(args.out), params)
     return 0
 
@@ -49,21 +50,6 @@ def _preprocess(args: argparse.Namespace) -> int:
     return 0
 
 
-def _guard(handler):  # type: ignore[no-untyped-def]
-    """Report a data error as one line naming the file (exit 1) instead of a traceback."""
-
-    def run(args: argparse.Namespace) -> int:
-        from pdelra.data.errors import DataError
-
-        try:
-            return handler(args)
-        except (DataError, ValueError) as err:
-            log.error("%s", err)
-            return 1
-
-    return run
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     from pdelra.data.extract import SOURCES
     from pdelra.data.generate import DEFAULTS
@@ -83,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--params", default="{}", help="generation settings as JSON, e.g. '{\"n_train\": 500}'"
     )
-    parser.set_defaults(func=_guard(_generate))
+    parser.set_defaults(func=_generate)
 
     parser = subparsers.add_parser(
         "fetch",
@@ -98,7 +84,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--url", required=True, help="source URL (http, https, s3, ...)")
     parser.add_argument("--out", required=True, help="download path, e.g. data/raw/downloads/lra_release.gz")
     parser.add_argument("--md5", help="published md5 of the content, when there is one")
-    parser.set_defaults(func=_guard(_fetch))
+    parser.set_defaults(func=_fetch)
 
     parser = subparsers.add_parser(
         "extract",
@@ -115,7 +101,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out", required=True, help="raw data folder holding one folder per task, e.g. data/raw"
     )
-    parser.set_defaults(func=_guard(_extract))
+    parser.set_defaults(func=_extract)
 
     parser = subparsers.add_parser(
         "preprocess",
@@ -135,4 +121,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the carved splits (text val, pathfinder)"
     )
-    parser.set_defaults(func=_guard(_preprocess))
+    parser.set_defaults(func=_preprocess)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from pdelra.errors import UserError
 
-class DataError(ValueError):
+
+class DataError(UserError, ValueError):
     """Bad or missing input data. The message starts with `path[:line]: ` so a user can jump to it."""
 
     def __init__(self, path: str | Path | None, message: str, line: int | None = None) -> None:

@@ -115,7 +115,7 @@ def _copy(tar: tarfile.TarFile, member: tarfile.TarInfo, target: Path) -> None:
 def extract(source: str, archive: Path, out: Path) -> dict[str, int]:
     """Extract `source` from `archive` into task folders under `out`; returns items kept per task."""
     if source not in _EXTRACTORS:
-        raise ValueError(f"unknown source {source!r}; sources are {list(SOURCES)}")
+        raise DataError(None, f"unknown source {source!r}; sources are {list(SOURCES)}")
     try:
         return _EXTRACTORS[source](archive, out)
     except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as err:

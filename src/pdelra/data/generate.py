@@ -12,6 +12,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from pdelra.data.errors import DataError
+
 log = logging.getLogger("pdelra.data")
 
 COMMON = {"n_train": 1000, "n_val": 100, "n_test": 100, "seed": 0}
@@ -29,11 +31,11 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 def resolve_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
     """Defaults overlaid with `params`; an unknown key or a wrongly typed value is an error naming it."""
     if task not in DEFAULTS:
-        raise ValueError(f"unknown task {task!r}; tasks are {sorted(DEFAULTS)}")
+        raise DataError(None, f"unknown task {task!r}; tasks are {sorted(DEFAULTS)}")
     allowed = DEFAULTS[task]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise ValueError(f"unknown generation setting(s) {unknown} for {task}; allowed: {sorted(allowed)}")
+        raise DataError(None, f"unknown generation setting(s) {unknown} for {task}; allowed: {sorted(allowed)}")
     resolved = dict(allowed)
     for key, value in params.items():
         kind = type(allowed[key])

@@ -33,12 +33,12 @@ def preprocess(
 ) -> dict[str, Any]:
     """Preprocess `task` from `raw` into `out`; returns the manifest it wrote."""
     if task not in TASKS:
-        raise ValueError(f"unknown task {task!r}; tasks are {sorted(TASKS)}")
+        raise DataError(None, f"unknown task {task!r}; tasks are {sorted(TASKS)}")
     if not raw.is_dir():
         raise DataError(raw, f"raw folder for {task} not found")
     max_length = DEFAULT_MAX_LENGTH[task] if max_length is None else max_length
     if max_length < 1:
-        raise ValueError(f"--max-length must be positive, got {max_length}")
+        raise DataError(None, f"--max-length must be positive, got {max_length}")
     store.begin_task(out)
     manifest = TASKS[task](raw, out, max_length, seed)
     manifest = {"task": task, "max_length": max_length, "vocab": None, **manifest}
@@ -264,7 +264,7 @@ def _pixels_manifest(counts: dict[str, int], skipped: list[dict[str, str]], hash
 
 def _check_pixels(task: str, max_length: int) -> None:
     if max_length != 1024:
-        raise ValueError(f"{task} images are 32×32 = 1024 pixels; --max-length {max_length} would cut them")
+        raise DataError(None, f"{task} images are 32×32 = 1024 pixels; --max-length {max_length} would cut them")
 
 
 def _write_pixels(out: Path, split: str, images: np.ndarray, labels: np.ndarray) -> None:

@@ -18,6 +18,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pdelra.errors import UserError
+
 # Model keys every run config must give; ModelConfig may accept more (checked when the model is built, in
 # runner.build_model, so this module stays free of torch).
 REQUIRED_MODEL_KEYS = ("d_model", "n_layers", "n_heads", "d_mlp", "dropout", "attn_dropout", "alpha_init")
@@ -104,7 +106,7 @@ SCHEMA: dict[str, Any] = {
 }
 
 
-class RunConfigError(ValueError):
+class RunConfigError(UserError, ValueError):
     """A run config that cannot be used; the message names the source and the offending key."""
 
 
