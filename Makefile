@@ -14,7 +14,7 @@ PIP_NOISE := is ignored: it is neither a file nor a directory
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
+	set -o pipefail; $(BIN)/pip install --quiet --upgrade pip 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 	set -o pipefail; $(BIN)/pip install --quiet -e '.[dev]' 2>&1 | { grep -v "$(PIP_NOISE)" || true; }
 	$(BIN)/python -m ipykernel install --sys-prefix --name pdelra --display-name "pdelra (.venv)"
 	touch $(STAMP)
