@@ -133,7 +133,7 @@ def start_snakemake(workspace: Path, *args: str, env: dict[str, str] | None = No
 
 def dry_run_jobs(workspace: Path, *args: str, timeout: float = 120) -> dict[str, int]:
     """Job counts per rule that a dry run (`snakemake -n`) would run: {"train": 12, "aggregate": 1, ...}."""
-    proc = run_snakemake(workspace, "-n", "--quiet", "rules", *args, timeout=timeout, check=True)
+    proc = run_snakemake(workspace, "-n", *args, "--quiet", "rules", timeout=timeout, check=True)
     return parse_job_counts(proc.stdout + proc.stderr)
 
 

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import http.server
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import yaml
+from archives import serve_directory
 
 from pdelra.data.errors import DataError
 from pdelra.data.fetch import fetch
@@ -25,13 +23,8 @@ DVC = str(Path(sys.executable).parent / "dvc")
 def server(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     served = tmp_path / "served"
     served.mkdir()
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(served))
-    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}", served
-    httpd.shutdown()
+    with serve_directory(served) as base:
+        yield base, served
 
 
 @pytest.fixture

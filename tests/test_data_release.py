@@ -8,7 +8,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from PIL import Image
+from archives import (
+    CIFAR_RGB,
+    RELEASED,
+    aclimdb_archive,
+    cifar_binary_archive,
+    lra_release_archive,
+    png_image,
+)
 
 from pdelra.data import listops
 from pdelra.data.errors import DataError
@@ -16,48 +23,10 @@ from pdelra.data.extract import extract
 from pdelra.data.preprocess import preprocess
 from pdelra.data.store import load_split, read_manifest
 
-# Rows as released in LRA's basic_*.tsv (Source<TAB>Target).
-RELEASED = [
-    ("( ( ( ( ( [MAX ( ( ( ( ( ( [MED 4 ) 6 ) 6 ) 0 ) 8 ) ] ) ) 6 ) 6 ) 0 ) ] )", 6),
-    ("( ( ( ( [SM ( ( ( [MED 6 ) 5 ) ] ) ) 1 ) 1 ) ] )", 7),
-    ("( ( ( ( ( [MAX 3 ) 4 ) 3 ) 3 ) ] )", 4),
-]
-
-
-def _add(tar: tarfile.TarFile, name: str, data: bytes) -> None:
-    info = tarfile.TarInfo(name)
-    info.size = len(data)
-    tar.addfile(info, io.BytesIO(data))
-
-
-def _png(value: int) -> bytes:
-    buffer = io.BytesIO()
-    Image.fromarray(np.full((32, 32), value, np.uint8)).save(buffer, format="PNG")
-    return buffer.getvalue()
-
-
-def _lra_archive(path: Path) -> None:
-    tsv = "Source\tTarget\n" + "".join(f"{s}\t{t}\n" for s, t in RELEASED)
-    aan = "1.0\tA1\tA2\tab\tabc\n0.0\tA3\tA4\tx\t\n"
-    with tarfile.open(path, "w:gz") as tar:
-        for top in ("lra_release/lra_release/", "lra_release/"):  # nested layout + duplicate top level
-            for split in ("train", "val", "test"):
-                _add(tar, f"{top}listops-1000/basic_{split}.tsv", tsv.encode())
-        for split in ("train", "eval", "test"):
-            _add(tar, f"lra_release/lra_release/tsv_data/new_aan_pairs.{split}.tsv", aan.encode())
-        base = "lra_release/lra_release/pathfinder32/curv_contour_length_14/"
-        _add(tar, base + "metadata/0.npy", b"imgs/0 sample_0.png 0 1 14\nimgs/0 sample_1.png 1 0 14\n"
-                                           b"imgs/0 sample_2.png 2 1 14\n")  # fmt: skip
-        _add(tar, base + "imgs/0/sample_1.png", _png(7))  # images arrive out of order
-        _add(tar, base + "imgs/0/sample_0.png", _png(200))
-        _add(tar, base + "imgs/0/sample_2.png", b"")  # empty, as in the real release
-        _add(tar, "lra_release/lra_release/pathfinder32/curv_baseline/imgs/0/sample_172.png", b"")
-        _add(tar, "lra_release/pathfinder128/curv_baseline/imgs/0/sample_0.png", _png(1))
-
 
 def test_lra_release_extracts_and_preprocesses(tmp_path: Path) -> None:
     archive = tmp_path / "lra_release.gz"
-    _lra_archive(archive)
+    lra_release_archive(archive)
     kept = extract("lra_release", archive, tmp_path / "raw")
     assert kept == {"listops": 3, "retrieval": 3, "pathfinder": 2}
 
@@ -103,7 +72,7 @@ def test_unsafe_members_are_refused_by_name(tmp_path: Path) -> None:
 
 def test_truncated_archive_leaves_earlier_outputs(tmp_path: Path) -> None:
     archive = tmp_path / "lra_release.gz"
-    _lra_archive(archive)
+    lra_release_archive(archive)
     extract("lra_release", archive, tmp_path / "raw")
     before = (tmp_path / "raw/listops/basic_train.tsv").read_bytes()
     archive.write_bytes(archive.read_bytes()[:400])
@@ -115,14 +84,7 @@ def test_truncated_archive_leaves_earlier_outputs(tmp_path: Path) -> None:
 
 def test_aclimdb_tarball(tmp_path: Path) -> None:
     archive = tmp_path / "aclImdb_v1.tar.gz"
-    with tarfile.open(archive, "w:gz") as tar:
-        for i in range(10):
-            _add(tar, f"aclImdb/train/pos/{i}_9.txt", b"good")
-            _add(tar, f"aclImdb/train/neg/{i}_2.txt", b"bad film")
-        _add(tar, "aclImdb/test/pos/0_10.txt", "caf\u00e9".encode())
-        _add(tar, "aclImdb/test/neg/0_1.txt", b"no")
-        _add(tar, "aclImdb/train/unsup/0_0.txt", b"unused")
-        _add(tar, "aclImdb/imdb.vocab", b"unused")
+    aclimdb_archive(archive)
     assert extract("imdb", archive, tmp_path / "raw") == {"text": 22}
     manifest = preprocess("text", tmp_path / "raw/text", tmp_path / "proc/text", max_length=5)
     assert manifest["counts"] == {"train": 18, "val": 2, "test": 2}
@@ -134,21 +96,14 @@ def test_aclimdb_tarball(tmp_path: Path) -> None:
 
 def test_cifar_binary_tarball(tmp_path: Path) -> None:
     archive = tmp_path / "cifar-10-binary.tar.gz"
-    rgb = np.zeros((3, 32, 32), np.uint8)
-    rgb[0], rgb[1], rgb[2] = 255, 128, 10
-    record = lambda label: bytes([label]) + rgb.tobytes()  # noqa: E731
-    with tarfile.open(archive, "w:gz") as tar:
-        for i in range(1, 6):
-            _add(tar, f"cifar-10-batches-bin/data_batch_{i}.bin", b"".join(record(j % 10) for j in range(4)))
-        _add(tar, "cifar-10-batches-bin/test_batch.bin", record(9))
-        _add(tar, "cifar-10-batches-bin/batches.meta.txt", b"airplane\n")
-        _add(tar, "cifar-10-batches-bin/readme.html", b"")
+    cifar_binary_archive(archive)
     extract("cifar10", archive, tmp_path / "raw")
     manifest = preprocess("image", tmp_path / "raw/image", tmp_path / "proc/image")
     assert manifest["counts"] == {"train": 18, "val": 2, "test": 1} and manifest["vocab_size"] == 256
     test = load_split(tmp_path / "proc/image", "test")
     # tf.image.rgb_to_grayscale: weighted sum of [0, 1] floats, then * 255.5 truncated
-    grey = int((0.2989 * 1.0 + 0.5870 * 128 / 255 + 0.1140 * 10 / 255) * 255.5)
+    r, g, b = (c / 255 for c in CIFAR_RGB)
+    grey = int((0.2989 * r + 0.5870 * g + 0.1140 * b) * 255.5)
     assert test.tokens.dtype == np.uint8 and set(test.tokens[0].tolist()) == {grey}
     assert test.labels.tolist() == [9] and test.lengths.tolist() == [1024]
 
@@ -234,7 +189,7 @@ def test_png_fast_decoder_matches_pil() -> None:
     gradient = np.add.outer(np.arange(32), np.arange(32)) * 4 % 256
     images = [rng.integers(0, 256, (32, 32), dtype=np.uint8), gradient]
     pngs = [_png_with_filter(np.asarray(a, np.uint8), kind) for a in images for kind in range(5)]
-    pngs += [_png(value) for value in (0, 7, 255)]
+    pngs += [png_image(value) for value in (0, 7, 255)]
     pngs += [png[:-30] for png in pngs[:3]] + [png[:40] + b"\0" + png[41:] for png in pngs[:3]] + [b""]
     collector = pathfinder.Collector()
     collector.BATCH = 4
