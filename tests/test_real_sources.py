@@ -1,5 +1,6 @@
-"""The real-source path of the DAG: the fetch rule imports each archive through DVC from a loopback server,
-the extract and preprocess rules turn them into the trainer's arrays, and a changed upstream file is refused."""
+"""The real-source path of the DAG: the fetch rule imports each archive through DVC from a loopback
+server, the extract and preprocess rules turn them into the trainer's arrays, and a changed upstream file
+is refused."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ def test_fetch_rule_imports_real_layouts_through_dvc_then_preprocesses(tmp_path:
             # IMDb and CIFAR-10 publish a checksum; the LRA release does not (the first fetch records it).
             download["md5"] = None if source == "lra_release" else md5(served / f"{source}.tar.gz")
         workspace = make_workspace(tmp_path / "ws", config)
-        subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)  # a DVC project inside git, as the repo
+        subprocess.run(["git", "init", "-q"], cwd=workspace, check=True)  # DVC inside git, like the repo
 
         manifests = [f"data/processed/{task}/manifest.json" for task in TASKS]
         run_snakemake(workspace, *manifests, timeout=300, check=True)
@@ -61,7 +62,8 @@ def test_fetch_rule_imports_real_layouts_through_dvc_then_preprocesses(tmp_path:
         before = md5(workspace / "data/raw/downloads/lra_release.tar.gz")
         lra_release_archive(served / "lra_release.tar.gz")  # gzip header time differs → different bytes
         (served / "lra_release.tar.gz").write_bytes((served / "lra_release.tar.gz").read_bytes() + b"\0")
-        proc = run_snakemake(workspace, "data/processed/listops/manifest.json", "--forcerun", "fetch", timeout=120)
+        target = "data/processed/listops/manifest.json"  # before --forcerun, which takes several rule names
+        proc = run_snakemake(workspace, target, "--forcerun", "fetch", timeout=120)
         assert proc.returncode != 0
         assert "lra_release" in proc.stdout + proc.stderr
         # Snakemake removed the declared output before the job; the import record and DVC's cache still hold
