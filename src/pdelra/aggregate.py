@@ -72,23 +72,9 @@ class MetricsError(UserError, ValueError):
 # ----------------------------------------------------------------------------------------------------
 # Reading runs
 # ----------------------------------------------------------------------------------------------------
-def _first(metrics: dict[str, Any], *names: str) -> Any:
-    """The first of several field names present (top level or under `result`/`test`): tolerates renames."""
-    for scope in (metrics, metrics.get("result") or {}, metrics.get("test") or {}):
-        if not isinstance(scope, dict):
-            continue
-        for name in names:
-            if scope.get(name) is not None:
-                return scope[name]
-    return None
-
-
 def _learned_alpha(metrics: dict[str, Any]) -> Any:
     """The α summary `{layer: {mean, min, max}}` at the best (tested) epoch, else at the last epoch."""
-    alpha = _first(metrics, "alpha", "alpha_summary")
-    if alpha is not None:
-        return alpha
-    history = [h for h in metrics.get("history") or [] if isinstance(h, dict) and h.get("alpha")]
+    history = [h for h in metrics.get("history") or [] if h.get("alpha")]
     best = [h for h in history if h.get("epoch") == metrics.get("best_epoch")]
     return (best or history or [{}])[-1].get("alpha")
 
@@ -107,14 +93,9 @@ def _alpha_stats(alpha: Any) -> tuple[float | None, float | None, float | None]:
     )
 
 
-def _hash_field(value: Any) -> Any:
-    return value.get("sha256") or value.get("hash") if isinstance(value, dict) else value
-
-
-def _version_field(value: Any) -> Any:
-    if isinstance(value, dict):
-        return value.get("git") or value.get("package")
-    return value
+def _code_version(value: Any) -> Any:
+    """metrics.json's `code_version` {package, git} as one string: the git description when there is one."""
+    return (value.get("git") or value.get("package")) if isinstance(value, dict) else value
 
 
 def read_run(path: Path) -> dict[str, Any]:
@@ -130,43 +111,38 @@ def read_run(path: Path) -> dict[str, Any]:
     if not isinstance(metrics, dict):
         raise MetricsError(f"{path}: expected a JSON object, got {type(metrics).__name__}")
 
-    config = metrics.get("run_config") or metrics.get("config") or {}
     row: dict[str, Any] = {}
-    from_path = _PATH_RE.search(Path(path).as_posix())
     for key in RUN_KEYS:
-        value = metrics.get(key, config.get(key) if isinstance(config, dict) else None)
-        if value is None and from_path:
-            value = from_path[key]
-        if value is None:
-            raise MetricsError(
-                f"{path}: no {key!r} in the file and the path does not follow runs/T/V/S/seedN/"
-            )
-        row[key] = int(value) if key == "seed" else str(value)
+        if metrics.get(key) is None:
+            raise MetricsError(f"{path}: no {key!r}: not a metrics.json written by `pdelra train`")
+        row[key] = int(metrics[key]) if key == "seed" else str(metrics[key])
+    from_path = _PATH_RE.search(Path(path).as_posix())
     if from_path and any(str(row[k]) != from_path[k] for k in RUN_KEYS):
         found = ", ".join(f"{k}={row[k]}" for k in RUN_KEYS)
         raise MetricsError(f"{path}: the file says {found}, which does not match its location")
 
-    peak = _first(metrics, "peak_memory_bytes")
+    # Field names as the trainer writes them (docs/interfaces.md, pdelra.training.metrics).
+    peak = metrics.get("peak_memory_bytes")
     alpha_mean, alpha_min, alpha_max = _alpha_stats(_learned_alpha(metrics))
     row.update(
-        status=_first(metrics, "status") or COMPLETED,
-        test_accuracy=_first(metrics, "test_accuracy", "test_acc"),
-        best_val_accuracy=_first(metrics, "best_val_accuracy", "val_accuracy", "best_val_acc"),
-        best_epoch=_first(metrics, "best_epoch"),
-        epochs=_first(metrics, "epochs_run", "epochs"),
-        steps=_first(metrics, "steps_run", "steps"),
-        wall_time_s=_first(metrics, "wall_time_s"),
-        median_step_time_s=_first(metrics, "median_step_time_s"),
+        status=metrics.get("status") or COMPLETED,
+        test_accuracy=metrics.get("test_accuracy"),
+        best_val_accuracy=metrics.get("best_val_accuracy"),
+        best_epoch=metrics.get("best_epoch"),
+        epochs=metrics.get("epochs_run"),
+        steps=metrics.get("steps_run"),
+        wall_time_s=metrics.get("wall_time_s"),
+        median_step_time_s=metrics.get("median_step_time_s"),
         peak_memory_mb=None if peak is None else peak / 2**20,
-        resumed_count=_first(metrics, "resumed_count"),
+        resumed_count=metrics.get("resumed_count"),
         alpha_mean=alpha_mean,
         alpha_min=alpha_min,
         alpha_max=alpha_max,
-        n_params=_first(metrics, "parameter_count", "n_params"),
-        device=_version_field(_first(metrics, "device")),
-        config_hash=_hash_field(_first(metrics, "config_hash")),
-        data_hash=_hash_field(_first(metrics, "data_manifest_hash", "data_hash")),
-        code_version=_version_field(_first(metrics, "code_version")),
+        n_params=metrics.get("parameter_count"),
+        device=metrics.get("device"),
+        config_hash=metrics.get("config_hash"),
+        data_hash=metrics.get("data_manifest_hash"),
+        code_version=_code_version(metrics.get("code_version")),
         metrics_path=str(path),
     )
     return row
