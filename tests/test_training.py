@@ -23,12 +23,13 @@ import numpy as np
 import pytest
 import torch
 
+from pdelra.atomic import write_json_atomic
 from pdelra.data import store
 from pdelra.training import runner
 from pdelra.training.batches import epoch_order, iterate_batches
 from pdelra.training.checkpoint import checkpoint_path
 from pdelra.training.interrupts import EXIT_INTERRUPTED
-from pdelra.training.metrics import TIMING_FIELDS, write_json_atomic
+from pdelra.training.metrics import TIMING_FIELDS
 from pdelra.training.runconfig import validate_run_config
 from pdelra.training.schedule import WarmupCosine, planned_steps
 from pdelra.training.seeding import derive_seeds

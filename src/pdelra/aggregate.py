@@ -19,13 +19,12 @@ import argparse
 import json
 import logging
 import math
-import os
 import re
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdelra.atomic import write_text_atomic
 from pdelra.errors import UserError
 
 if TYPE_CHECKING:
@@ -289,18 +288,6 @@ def cost_table(runs: pd.DataFrame) -> pd.DataFrame:
 # ----------------------------------------------------------------------------------------------------
 # Writing
 # ----------------------------------------------------------------------------------------------------
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write via a temp file in the same folder and os.replace, so a reader never sees half a file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:

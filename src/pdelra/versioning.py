@@ -19,16 +19,14 @@ that is not a git checkout (a test workspace, an unpacked tarball) can still be 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import subprocess
 import sys
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdelra.atomic import write_json_atomic
 from pdelra.errors import UserError
 
 if TYPE_CHECKING:
@@ -106,20 +104,6 @@ def _read_dvc_file(path: Path) -> dict[str, Any]:
         raise VersioningError(f"{path}: expected one entry under 'outs' with an 'md5'") from err
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write JSON to a temp file beside `path`, then rename it over `path`: never a half-written file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2, sort_keys=True)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def version_experiment(
     experiment_dir: Path,
     out: Path,
@@ -176,7 +160,7 @@ def version_experiment(
         "remote": target_remote,
         "pushed": pushed,
     }
-    write_json_atomic(Path(out), record)
+    write_json_atomic(Path(out), record, sort_keys=True)
     return record
 
 

@@ -13,15 +13,14 @@ multi-scale per-block ≤ 1.06×.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import statistics
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from pdelra.atomic import write_json_atomic
 
 log = logging.getLogger(__name__)
 
@@ -67,18 +66,6 @@ def _goal(variant: str, scale: str) -> float | None:
     if variant in POSITIONS:
         return 1.06 if scale == "multi" else 1.03
     return None
-
-
-def _write_json_atomic(path: Path, data: Any) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def _resolve_device(name: str) -> Any:
@@ -252,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
             "torch": torch.__version__,
             "rounds": args.rounds,
         }
-        _write_json_atomic(args.json, {**info, "results": results})
+        write_json_atomic(args.json, {**info, "results": results})
         log.info("wrote %s", args.json)
     return 0
 

@@ -251,12 +251,13 @@ def read_release_layout(root: Path) -> tuple[np.ndarray, np.ndarray, list[dict[s
 
 def write_packed(folder: Path, images: np.ndarray, labels: np.ndarray, skipped: list[dict[str, str]],
                  source: str) -> None:  # fmt: skip
-    from pdelra.data.store import atomic_write_bytes, save_array
+    from pdelra.atomic import write_bytes_atomic
+    from pdelra.data.store import save_array
 
     save_array(folder / PACKED_IMAGES, images)
     save_array(folder / PACKED_LABELS, labels)
     index = {"count": len(labels), "skipped": skipped, "source": source}
-    atomic_write_bytes(folder / PACKED_INDEX, (json.dumps(index, indent=1) + "\n").encode())
+    write_bytes_atomic(folder / PACKED_INDEX, (json.dumps(index, indent=1) + "\n").encode())
 
 
 def read(root: Path) -> tuple[np.ndarray, np.ndarray, list[dict[str, str]]]:

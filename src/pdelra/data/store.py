@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from pdelra.atomic import atomic_path, write_bytes_atomic
 from pdelra.data.errors import DataError
 
 FORMAT_VERSION = 1
@@ -146,26 +147,6 @@ def _check_shapes(
 # --------------------------------------------------------------------------------------------- writing
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
-    with atomic_path(path) as tmp:
-        tmp.write_bytes(data)
-
-
-@contextmanager
-def atomic_path(path: str | Path) -> Iterator[Path]:
-    """Yield a temporary path beside `path`; on success move it into place, on error remove it."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
-    try:
-        yield tmp
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
 def save_array(path: str | Path, array: np.ndarray) -> None:
     with atomic_path(path) as tmp, open(tmp, "wb") as handle:
         np.save(handle, np.ascontiguousarray(array), allow_pickle=False)
@@ -267,6 +248,6 @@ def write_manifest(task_dir: str | Path, manifest: dict[str, Any]) -> None:
             shape = np.load(path, mmap_mode="r").shape
             if shape[0] != count:
                 raise ValueError(f"{path} has {shape[0]} rows, manifest counts say {count}")
-    atomic_write_bytes(
+    write_bytes_atomic(
         Path(task_dir) / MANIFEST_NAME, (json.dumps(manifest, indent=2, sort_keys=True) + "\n").encode()
     )

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from pdelra.atomic import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -31,16 +32,8 @@ def save_checkpoint(ckpt_dir: Path, state: dict[str, Any]) -> Path:
     """Write `state` (plus the format version) atomically to CKPT_DIR/checkpoint.pt."""
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     target = checkpoint_path(ckpt_dir)
-    fd, tmp_name = tempfile.mkstemp(prefix=".checkpoint-", suffix=".tmp", dir=ckpt_dir)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save({"format_version": FORMAT_VERSION, **state}, handle)
-            handle.flush()
-            os.fsync(handle.fileno())  # the data must be on disk before the rename makes it visible
-        os.replace(tmp_name, target)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
+    with atomic_path(target) as tmp:
+        torch.save({"format_version": FORMAT_VERSION, **state}, tmp)
     return target
 
 

@@ -6,40 +6,19 @@ an interrupted-and-resumed run and an uninterrupted one; everything else must be
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import platform
 import statistics
 import subprocess
-import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
-from typing import Any
 
 METRICS_NAME = "metrics.json"
 SCHEMA_VERSION = 1
 
 # Fields of metrics.json that depend on when/where/how often the run was (re)started, not on what it computed.
 TIMING_FIELDS = frozenset({"wall_time_s", "median_step_time_s", "peak_memory_bytes", "resumed_count"})
-
-
-def write_json_atomic(path: Path, data: Mapping[str, Any]) -> None:
-    """Write JSON to a temp file beside `path`, fsync it, then os.replace: readers never see half a file."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{path.name}-", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            # allow_nan=False: NaN is not JSON; callers map non-finite values to None (finite_or_none).
-            json.dump(data, handle, indent=2, sort_keys=False, allow_nan=False)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp_name, path)
-    except BaseException:
-        Path(tmp_name).unlink(missing_ok=True)
-        raise
 
 
 def finite_or_none(value: float | None) -> float | None:

@@ -25,6 +25,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from pdelra.atomic import write_json_atomic
 from pdelra.training import batches as B
 from pdelra.training.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
 from pdelra.training.device import DeviceSetup, setup_device
@@ -36,7 +37,6 @@ from pdelra.training.metrics import (
     finite_or_none,
     library_versions,
     median_or_none,
-    write_json_atomic,
 )
 from pdelra.training.progress import Progress
 from pdelra.training.runconfig import RunConfig, RunConfigError

@@ -1,0 +1,48 @@
+"""Atomic file writes. A reader, or the next attempt of a job killed mid-write, sees the old file or the
+new one, never half of one: every file is written under a temporary name in the same folder, flushed to
+disk, then moved into place with `os.replace` (atomic within one file system)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+
+@contextmanager
+def atomic_path(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary path beside `path` to write to; when the block succeeds, it replaces `path`.
+
+    On any error (or interrupt) inside the block the temporary file is removed and `path` is untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp = Path(name)
+    try:
+        yield tmp
+        with open(tmp, "rb") as handle:
+            os.fsync(handle.fileno())  # the data must be on disk before the rename makes it visible
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def write_bytes_atomic(path: str | Path, data: bytes) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_bytes(data)
+
+
+def write_text_atomic(path: str | Path, text: str) -> None:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+
+
+def write_json_atomic(path: str | Path, data: Any, sort_keys: bool = False) -> None:
+    """JSON with 2-space indents and a final newline. NaN/inf are refused (not JSON): map them to None."""
+    write_text_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys, allow_nan=False) + "\n")
