@@ -1,11 +1,12 @@
-"""Atomic file writes. A reader, or the next attempt of a job killed mid-write, sees the old file or the
-new one, never half of one: every file is written under a temporary name in the same folder, flushed to
-disk, then moved into place with `os.replace` (atomic within one file system)."""
+"""Atomic file and folder writes. A reader, or the next attempt of a job killed mid-write, sees the old
+version or the new one, never half of one: everything is written under a temporary name in the same
+folder, then moved into place with a rename (atomic within one file system)."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -46,3 +47,23 @@ def write_text_atomic(path: str | Path, text: str) -> None:
 def write_json_atomic(path: str | Path, data: Any, sort_keys: bool = False) -> None:
     """JSON with 2-space indents and a final newline. NaN/inf are refused (not JSON): map them to None."""
     write_text_atomic(path, json.dumps(data, indent=2, sort_keys=sort_keys, allow_nan=False) + "\n")
+
+
+@contextmanager
+def atomic_dir(path: Path) -> Iterator[Path]:
+    """Yield an empty temporary folder beside `path`; on success it replaces `path` (old content removed),
+    on error it is deleted and `path` is left as it was."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    try:
+        yield tmp
+        if path.exists():
+            old = path.with_name(f".{path.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            path.rename(old)
+            tmp.rename(path)
+            shutil.rmtree(old)
+        else:
+            tmp.rename(path)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)

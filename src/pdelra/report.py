@@ -11,11 +11,10 @@ from __future__ import annotations
 import argparse
 import html
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -116,9 +115,7 @@ def build_report(
         if not required.is_file():
             raise ReportError(f"{required} does not exist (run `pdelra aggregate` first for the tables)")
     experiment = experiment or out.resolve().parent.name
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}-", dir=out.parent))
-    try:
+    with atomic_dir(out) as staging:  # the previous report stays until the new one is complete
         (staging / "figures").mkdir()
         (staging / "tables").mkdir()
         executed = staging / "report.ipynb"
@@ -128,24 +125,8 @@ def build_report(
         log.info("rendering HTML")
         render_html(executed, staging / "report.html")
         write_index(staging, experiment, tables)
-        _swap_in(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     log.info("report written to %s", out / "index.html")
     return out / "index.html"
-
-
-def _swap_in(staging: Path, out: Path) -> None:
-    """Replace the folder `out` by `staging` (two renames on one file system: never a mix of old and new)."""
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(prefix=f".{out.name}-old-", dir=out.parent))
-        old.rmdir()
-        out.rename(old)
-    staging.rename(out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -126,7 +126,7 @@ def extract(source: str, archive: Path, out: Path) -> dict[str, int]:
 
 def _extract_lra(archive: Path, out: Path) -> dict[str, int]:
     from pdelra.data import pathfinder
-    from pdelra.data.dirs import atomic_dir
+    from pdelra.atomic import atomic_dir
 
     kept = {"listops": 0, "retrieval": 0, "pathfinder": 0}
     collector = pathfinder.Collector()
@@ -196,7 +196,7 @@ def _extract_matching(
     pattern: re.Pattern[str], task: str, expected: int | None
 ) -> Callable[[Path, Path], dict]:
     def run(archive: Path, out: Path) -> dict[str, int]:
-        from pdelra.data.dirs import atomic_dir
+        from pdelra.atomic import atomic_dir
 
         count = 0
         with atomic_dir(out / task) as tmp, _stream(archive) as tar:

@@ -57,7 +57,7 @@ def resolve_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def generate(task: str, out: Path, params: dict[str, Any]) -> dict[str, Any]:
     """Write a generated raw source for `task` into `out` (replaced as a whole); returns the settings used."""
-    from pdelra.data.dirs import atomic_dir
+    from pdelra.atomic import atomic_dir
 
     p = resolve_params(task, params)
     with atomic_dir(out) as tmp:
