@@ -3,10 +3,10 @@ DESIGN.md says; in_attention is exactly attention with its rows diffused along k
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from reference import dense_laplacian
 
 from pdelra.model import SCALES, VARIANTS, LRAClassifier, ModelConfig, Padding, SelfAttention
 from pdelra.ops import DiffusionLayer
@@ -106,17 +106,6 @@ def test_in_attention_only_layers_have_no_layernorm() -> None:
         assert block.attn.attn_values.norm is None
 
 
-def _dense_laplacian(length: int, valid: int, h: int) -> torch.Tensor:
-    """Δ_h on the first `valid` of `length` positions (half-sample symmetric), zero elsewhere."""
-    matrix = np.zeros((length, length))
-    for i in range(valid):
-        matrix[i, i] -= 2
-        for j in (i + h, i - h):
-            m = j % (2 * valid)
-            matrix[i, m if m < valid else 2 * valid - 1 - m] += 1
-    return torch.from_numpy(matrix)
-
-
 @pytest.mark.parametrize("scale", list(SCALES))
 def test_in_attention_equals_diffusing_materialised_attention_rows(scale: str) -> None:
     torch.manual_seed(0)
@@ -137,7 +126,7 @@ def test_in_attention_equals_diffusing_materialised_attention_rows(scale: str) -
     alphas = attn.attn_values.alphas().double().view(len(SCALES[scale]), heads, -1)  # (K, H, dh)
     expected = torch.zeros_like(v)
     for bi in range(b):
-        deltas = [_dense_laplacian(n, int(lengths[bi]), h) for h in SCALES[scale]]
+        deltas = [torch.from_numpy(dense_laplacian(n, h, int(lengths[bi]))) for h in SCALES[scale]]
         for hi in range(heads):
             for c in range(v.shape[-1]):
                 # Rows diffused along keys: A ← A + Σ_k α_k A Δ_k (Δ symmetric, so this is Δ_k on each row).

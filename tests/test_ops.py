@@ -9,6 +9,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference import dense_laplacian
 
 from pdelra.ops import (
     DiffusionLayer,
@@ -21,17 +22,6 @@ from pdelra.ops import (
 
 SCALE_SETS = [(1,), (2,), (4,), (1, 2, 4)]
 FAST = settings(max_examples=40, deadline=None)
-
-
-def _dense_laplacian(length: int, h: int) -> np.ndarray:
-    """Δ_h as a matrix from the definition (reflected indices, period 2L), independent of the code."""
-    matrix = np.zeros((length, length))
-    for i in range(length):
-        matrix[i, i] -= 2
-        for j in (i + h, i - h):
-            m = j % (2 * length)
-            matrix[i, m if m < length else 2 * length - 1 - m] += 1
-    return matrix
 
 
 def _admissible_alphas(draw: st.DrawFn, num_scales: int, channels: int) -> torch.Tensor:
@@ -69,7 +59,7 @@ def test_eigenvalues_on_dct2_basis(length: int, h: int) -> None:
 @given(length=st.integers(1, 20), h=st.integers(1, 45))
 def test_matches_definition_for_any_step_including_h_beyond_length(length: int, h: int) -> None:
     x = torch.randn(2, length, 3, dtype=torch.float64)
-    expected = torch.einsum("ij,bjc->bic", torch.from_numpy(_dense_laplacian(length, h)), x)
+    expected = torch.einsum("ij,bjc->bic", torch.from_numpy(dense_laplacian(length, h)), x)
     torch.testing.assert_close(laplacian(x, h=h), expected)
 
 
