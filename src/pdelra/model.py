@@ -337,8 +337,9 @@ class Encoder(nn.Module):
                 x = self.between_blocks[i - 1](x, pad.lengths)
             x, r = block(x, pad, r)
         x = self.ln_f(x)
-        valid = (torch.arange(n, device=tokens.device) < lengths[:, None]).to(x.dtype)  # (B, L)
-        return (x * valid[..., None]).sum(1) / lengths[:, None].to(x.dtype)  # masked mean over valid tokens
+        if pad.key_mask is not None:  # masked mean over valid tokens; the mask is the one attention used
+            x = x * pad.key_mask[:, 0, 0, :, None].to(x.dtype)
+        return x.sum(1) / lengths[:, None].to(x.dtype)
 
 
 class LRAClassifier(nn.Module):

@@ -6,9 +6,6 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-BLOCK = 1 << 20
-
-
 def file_digest(path: Path, algorithm: str = "sha256") -> str:
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, algorithm).hexdigest()

@@ -28,6 +28,7 @@ import numpy as np
 
 from pdelra.atomic import atomic_path, write_bytes_atomic
 from pdelra.data.errors import DataError
+from pdelra.data.hashing import file_digest
 
 FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
@@ -108,7 +109,7 @@ def read_manifest(task_dir: str | Path) -> dict[str, Any]:
 def manifest_hash(task_dir: str | Path) -> str:
     """sha256 of manifest.json: identifies the processed data a run was trained on."""
     read_manifest(task_dir)  # the same clear error when it is missing or malformed
-    return hashlib.sha256((Path(task_dir) / MANIFEST_NAME).read_bytes()).hexdigest()
+    return file_digest(Path(task_dir) / MANIFEST_NAME)
 
 
 def load_split(task_dir: str | Path, split: str, mmap: bool = True) -> Split:
