@@ -1,0 +1,253 @@
+"""Save the report's figures and tables, each with a one-line caption that index.html lists.
+
+- `save_figure(fig, out_dir, name, caption)` → `out_dir/figures/{name}.png` and `.pdf`.
+- `save_table(df, out_dir, name, caption)` → `out_dir/tables/{name}.csv` (machine-readable: full precision,
+  missing cells empty), `.md` (Markdown) and `.tex` (LaTeX booktabs): in the last two no index column,
+  one precision per column, missing cells as "—".
+- Both record the artifact in `out_dir/artifacts.json` (`read_artifacts(out_dir)`): a list of
+  {kind, name, caption, files} in the order saved, one entry per (kind, name); saving again replaces it.
+
+Every file is written atomically (pdelra.atomic), so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import numbers
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pdelra.atomic import atomic_path, write_json_atomic, write_text_atomic
+
+if TYPE_CHECKING:
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+MISSING = "—"
+MANIFEST = "artifacts.json"
+DEFAULT_FLOAT_FORMAT = "{:.4f}"
+Formatter = str | Callable[[Any], str]
+
+
+# ----------------------------------------------------------------------------------------------------
+# Cell formatting
+# ----------------------------------------------------------------------------------------------------
+def is_missing(value: Any) -> bool:
+    """None, NaN, pandas NA/NaT and the empty string are missing."""
+    if value is None or (isinstance(value, str) and value == ""):
+        return True
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        return math.isnan(float(value))
+    try:
+        import pandas as pd
+
+        return bool(pd.isna(value))
+    except (TypeError, ValueError):
+        return False
+
+
+def format_cell(value: Any, fmt: Formatter | None = None) -> str:
+    """One cell as text: missing → "—"; `fmt` (a str.format pattern or a function) for present values;
+    without `fmt`, floats get 4 decimals and integers (also integer-valued floats of int columns) none."""
+    if is_missing(value):
+        return MISSING
+    if fmt is not None:
+        return fmt(value) if callable(fmt) else fmt.format(value)
+    if isinstance(value, bool):
+        return str(value)
+    if isinstance(value, numbers.Integral):
+        return str(int(value))
+    if isinstance(value, numbers.Real):
+        return DEFAULT_FLOAT_FORMAT.format(float(value))
+    return str(value)
+
+
+def format_frame(df: pd.DataFrame, formats: Mapping[str, Formatter] | None = None) -> pd.DataFrame:
+    """`df` as strings, column by column (same precision down a column), index dropped."""
+    import pandas as pd
+
+    formats = dict(formats or {})
+    unknown = set(formats) - {str(c) for c in df.columns}
+    if unknown:
+        raise KeyError(f"formats name columns the table does not have: {sorted(unknown)}")
+    out = {}
+    for column in df.columns:
+        series = df[column]
+        fmt = formats.get(str(column))
+        if fmt is None and pd.api.types.is_float_dtype(series.dtype):
+            present = series.dropna()
+            # A float column that only holds whole numbers (an int column with gaps) prints as integers.
+            if len(present) and (present == present.round()).all() and present.abs().max() < 1e15:
+                fmt = "{:.0f}"
+        out[str(column)] = [format_cell(v, fmt) for v in series.tolist()]
+    return pd.DataFrame(out, columns=[str(c) for c in df.columns])
+
+
+def _is_numeric_column(df: pd.DataFrame, column: Any) -> bool:
+    import pandas as pd
+
+    return bool(pd.api.types.is_numeric_dtype(df[column].dtype)) and not pd.api.types.is_bool_dtype(
+        df[column].dtype
+    )
+
+
+def to_markdown(df: pd.DataFrame, formats: Mapping[str, Formatter] | None = None) -> str:
+    """A GitHub-flavoured Markdown table: numbers right-aligned, text left-aligned, "|" escaped."""
+    text = format_frame(df, formats)
+    header = [str(c).replace("|", r"\|") for c in text.columns]
+    align = ["---:" if _is_numeric_column(df, c) else ":---" for c in df.columns]
+    lines = ["| " + " | ".join(header) + " |", "| " + " | ".join(align) + " |"]
+    for row in text.itertuples(index=False):
+        lines.append("| " + " | ".join(str(v).replace("|", r"\|") for v in row) + " |")
+    return "\n".join(lines) + "\n"
+
+
+_LATEX_SPECIAL = {
+    "\\": r"\textbackslash{}",
+    "&": r"\&",
+    "%": r"\%",
+    "$": r"\$",
+    "#": r"\#",
+    "_": r"\_",
+    "{": r"\{",
+    "}": r"\}",
+    "~": r"\textasciitilde{}",
+    "^": r"\textasciicircum{}",
+    "—": "---",
+    "±": r"$\pm$",
+    "Δ": r"$\Delta$",
+    "α": r"$\alpha$",
+    "ω": r"$\omega$",
+    "−": "-",
+}
+
+
+def latex_escape(text: str) -> str:
+    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
+
+
+def to_latex(
+    df: pd.DataFrame, caption: str, label: str, formats: Mapping[str, Formatter] | None = None
+) -> str:
+    """A booktabs table (\\toprule/\\midrule/\\bottomrule) in a `table` float with caption and label."""
+    text = format_frame(df, formats)
+    spec = "".join("r" if _is_numeric_column(df, c) else "l" for c in df.columns)
+    body = [" & ".join(latex_escape(v) for v in row) + r" \\" for row in text.itertuples(index=False)]
+    lines = [
+        r"\begin{table}[ht]",
+        r"\centering",
+        rf"\caption{{{latex_escape(caption)}}}",
+        rf"\label{{tab:{label}}}",
+        rf"\begin{{tabular}}{{{spec}}}",
+        r"\toprule",
+        " & ".join(latex_escape(c) for c in text.columns) + r" \\",
+        r"\midrule",
+        *body,
+        r"\bottomrule",
+        r"\end{tabular}",
+        r"\end{table}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+# ----------------------------------------------------------------------------------------------------
+# The manifest of captions
+# ----------------------------------------------------------------------------------------------------
+def _check_name(name: str) -> None:
+    if not name or "/" in name or "\\" in name or name.startswith(".") or name != name.strip():
+        raise ValueError(f"artifact name {name!r} must be a plain file stem (no folders, no leading dot)")
+
+
+def read_artifacts(out_dir: str | Path) -> list[dict[str, Any]]:
+    """The artifacts saved into `out_dir` so far: [{kind, name, caption, files}], in the order saved."""
+    path = Path(out_dir) / MANIFEST
+    if not path.is_file():
+        return []
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: line {exc.lineno}: not valid JSON ({exc.msg})") from exc
+    return list(data.get("artifacts", []))
+
+
+def _record(out_dir: Path, kind: str, name: str, caption: str, files: list[Path]) -> None:
+    entries = [a for a in read_artifacts(out_dir) if (a["kind"], a["name"]) != (kind, name)]
+    entries.append(
+        {
+            "kind": kind,
+            "name": name,
+            "caption": " ".join(str(caption).split()),  # one line
+            "files": [f.relative_to(out_dir).as_posix() for f in files],
+        }
+    )
+    write_json_atomic(out_dir / MANIFEST, {"artifacts": entries})
+
+
+# ----------------------------------------------------------------------------------------------------
+# Public: save a figure, save a table
+# ----------------------------------------------------------------------------------------------------
+def save_figure(fig: Figure, out_dir: str | Path, name: str, caption: str) -> None:
+    """Write `fig` as `out_dir/figures/{name}.png` (150 dpi) and `.pdf`, and record its caption."""
+    _check_name(name)
+    out_dir = Path(out_dir)
+    folder = out_dir / "figures"
+    files = []
+    for ext, kwargs in (("png", {"dpi": 150}), ("pdf", {})):
+        target = folder / f"{name}.{ext}"
+        with atomic_path(target) as tmp:
+            fig.savefig(tmp, format=ext, bbox_inches="tight", **kwargs)
+        files.append(target)
+    _record(out_dir, "figure", name, caption, files)
+
+
+def save_table(
+    df: pd.DataFrame,
+    out_dir: str | Path,
+    name: str,
+    caption: str,
+    *,
+    formats: Mapping[str, Formatter] | None = None,
+) -> None:
+    """Write `df` as `out_dir/tables/{name}.csv`, `.md` and `.tex` (booktabs), and record its caption.
+
+    The index is never written (reset it first if it carries data). CSV keeps full precision with empty
+    missing cells; Markdown and LaTeX show `formats[column]` (a str.format pattern such as "{:+.2f}", or a
+    function) or 4 decimals for floats, and "—" where a value is missing.
+    """
+    _check_name(name)
+    out_dir = Path(out_dir)
+    folder = out_dir / "tables"
+    csv, md, tex = (folder / f"{name}.{ext}" for ext in ("csv", "md", "tex"))
+    write_text_atomic(csv, df.to_csv(index=False, float_format="%.6g"))
+    write_text_atomic(md, to_markdown(df, formats))
+    write_text_atomic(tex, to_latex(df, caption, name, formats))
+    _record(out_dir, "table", name, caption, [csv, md, tex])
+
+
+def table_html(df: pd.DataFrame, formats: Mapping[str, Formatter] | None = None) -> str:
+    """The table as an HTML fragment for the notebook (no index column, "—" for missing)."""
+    text = format_frame(df, formats)
+    styler = text.style.hide(axis="index")
+    numeric = [str(c) for c in df.columns if _is_numeric_column(df, c)]
+    if numeric:
+        styler = styler.set_properties(subset=numeric, **{"text-align": "right"})
+    return styler.to_html()
+
+
+def show_table(
+    df: pd.DataFrame,
+    out_dir: str | Path | None = None,
+    name: str | None = None,
+    caption: str = "",
+    *,
+    formats: Mapping[str, Formatter] | None = None,
+) -> None:
+    """Display the table in the notebook (caption above it) and, with `out_dir` and `name`, save it too."""
+    from IPython.display import HTML, display
+
+    if out_dir is not None and name is not None:
+        save_table(df, out_dir, name, caption, formats=formats)
+    head = f"<p><em>{caption}</em></p>" if caption else ""
+    display(HTML(head + table_html(df, formats)))
