@@ -107,3 +107,103 @@ def table14() -> pd.DataFrame:
             for (v, s), row in TABLE14.items()
         ]
     )
+
+
+# The seven insertion positions (Table 5 order: also Table 4's predicted ranking, best first).
+POSITIONS = (
+    "after_embedding",
+    "after_mlp",
+    "between_layers",
+    "before_layernorm",
+    "in_attention",
+    "across_heads",
+    "after_attention",
+)
+
+# Table 4 (§3.3): the ranking the theory predicts before any experiment, 1 = best.
+TABLE4_PREDICTED_RANK: dict[str, int] = {v: i + 1 for i, v in enumerate(POSITIONS)}
+
+# Table 6: the LRA average per configuration (equal to Table 10's last column).
+TABLE6: dict[str, float] = {v: row["average"] for v, row in TABLE10.items()}
+
+
+def table6_rank() -> dict[str, int]:
+    """The measured ranking of the seven positions by Table 6's average, 1 = best (the baseline excluded)."""
+    order = sorted(POSITIONS, key=lambda v: -TABLE6[v])
+    return {v: i + 1 for i, v in enumerate(order)}
+
+
+# Table 11: absolute (Δ) and relative (%) gain over the baseline per position and task, as printed.
+_T11 = {
+    "after_embedding": ((0.0222, 5.94), (0.0549, 8.47), (0.0000, 0.00), (0.0926, 13.20), (0.0335, 8.46)),
+    "after_mlp": ((0.0156, 4.17), (-0.0028, -0.43), (0.0120, 1.48), (0.0278, 3.96), (0.0092, 2.32)),
+    "between_layers": ((0.0110, 2.94), (0.0120, 1.85), (0.0087, 1.07), (0.0083, 1.18), (0.0139, 3.51)),
+    "before_layernorm": ((0.0156, 4.17), (-0.0028, -0.43), (0.0000, 0.00), (0.0278, 3.96), (0.0092, 2.32)),
+    "in_attention": ((0.0151, 4.04), (0.0362, 5.59), (0.0049, 0.60), (-0.0145, -2.07), (-0.0182, -4.59)),
+    "across_heads": ((0.0040, 1.07), (0.0070, 1.08), (0.0037, 0.46), (-0.0075, -1.07), (0.0039, 0.98)),
+    "after_attention": (
+        (0.0000, 0.00),
+        (-0.0038, -0.59),
+        (-0.0001, -0.01),
+        (-0.1336, -19.04),
+        (0.0148, 3.74),
+    ),
+}
+TABLE11: dict[str, dict[str, dict[str, float]]] = {
+    v: {t: {"delta": d, "relative_pct": r} for t, (d, r) in zip(TASKS, cells, strict=True)}
+    for v, cells in _T11.items()
+}
+
+# Table 13: cross-task correlation per task pair, for the three top positions and the baseline.
+_T13_PAIRS = [(a, b) for i, a in enumerate(TASKS) for b in TASKS[i + 1 :]]
+_T13 = {
+    "after_embedding": (0.82, 0.45, 0.89, 0.91, 0.67, 0.78, 0.83, 0.52, 0.58, 0.87),
+    "after_mlp": (0.65, 0.73, 0.72, 0.68, 0.85, 0.59, 0.61, 0.68, 0.71, 0.64),
+    "between_layers": (0.71, 0.68, 0.76, 0.74, 0.79, 0.65, 0.67, 0.63, 0.66, 0.69),
+    "none": (0.58, 0.41, 0.67, 0.69, 0.62, 0.54, 0.58, 0.49, 0.54, 0.71),
+}
+TABLE13: dict[str, dict[tuple[str, str], float]] = {
+    v: dict(zip(_T13_PAIRS, values, strict=True)) for v, values in _T13.items()
+}
+
+# Table 14 also names the configurations' cost order: after_embedding < after_mlp, single < multi-scale.
+
+# Table 15 (ListOps): mean ± std over seeds (the paper does not say how many; Fig. 3 says n = 5).
+TABLE15: dict[str, tuple[float, float]] = {
+    "none": (0.3740, 0.0054),
+    "after_embedding": (0.3962, 0.0042),
+    "after_mlp": (0.3896, 0.0039),
+    "between_layers": (0.3850, 0.0035),
+}
+
+# Table 16: "theoretical" energy per frequency band (High, Mid-H, Mid-L, Low) per scale, as printed.
+# The paper does not define the bands or the normalisation; the report shows them beside its own view.
+TABLE16_BANDS = ("high", "mid_high", "mid_low", "low")
+TABLE16: dict[str, tuple[float, float, float, float]] = {
+    "h1": (0.81, 0.40, 1.75, 2.81),
+    "h2": (0.64, 0.76, 1.89, 1.85),
+    "h4": (0.42, 1.25, 1.67, 0.93),
+    "multi": (0.64, 0.82, 1.71, 1.80),
+}
+
+# Tables 8 and 9: the paper's model and training configuration (echoed beside the config actually used).
+TABLE8: dict[str, dict[str, int]] = {
+    "listops": {"d_model": 128, "n_layers": 6, "n_heads": 8, "batch_size": 256},
+    "pathfinder": {"d_model": 128, "n_layers": 6, "n_heads": 8, "batch_size": 512},
+    "text": {"d_model": 128, "n_layers": 6, "n_heads": 8, "batch_size": 128},
+    "retrieval": {"d_model": 128, "n_layers": 4, "n_heads": 8, "batch_size": 64},
+    "image": {"d_model": 128, "n_layers": 4, "n_heads": 8, "batch_size": 1024},
+}
+TABLE9: dict[str, object] = {
+    "optimizer": "AdamW",
+    "betas": (0.9, 0.98),
+    "lr": 1e-3,
+    "warmup_steps": 10_000,
+    "schedule": "linear warmup, cosine decay",
+    "max_epochs": 50,
+    "patience": 10,
+    "weight_decay": 1e-5,
+    "grad_clip": 1.0,
+    "dropout": 0.1,
+    "d_mlp": 512,
+}
