@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from pdelra.aggregate import MetricsError, aggregate, read_run, register
+from pdelra.runs import BASE_SETTING, run_dir
 
 
 def cli_main(argv: list[str]) -> int:
@@ -34,16 +35,18 @@ def write_metrics(
     step_time: float = 0.1,
     peak_bytes: int = 100 * 2**20,
     alpha: dict[str, Any] | None = None,
+    setting: str = BASE_SETTING,
     **extra: Any,
 ) -> Path:
     """A metrics.json shaped like the trainer's (src/pdelra/training/runner.py) at the canonical path."""
-    path = runs / task / variant / scale / f"seed{seed}" / "metrics.json"
+    path = run_dir(runs, task, variant, scale, setting, seed) / "metrics.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     history = [{"epoch": 1, "val_accuracy": 0.5, "alpha": alpha}] if alpha else []
     metrics = {
         "task": task,
         "variant": variant,
         "scale": scale,
+        "setting": setting,
         "seed": seed,
         "status": status,
         "test_accuracy": acc,
@@ -145,15 +148,38 @@ def test_learned_alpha_comes_from_the_best_epoch(tmp_path: Path) -> None:
 
 def test_a_file_at_the_wrong_place_is_refused(tmp_path: Path) -> None:
     path = write_metrics(tmp_path / "runs", "listops", "none", "h1", 0, 0.3)
-    moved = tmp_path / "runs" / "text" / "none" / "h1" / "seed0" / "metrics.json"
-    moved.parent.mkdir(parents=True)
-    path.rename(moved)
-    with pytest.raises(MetricsError, match=r"text/none/h1/seed0/metrics.json.*does not match"):
-        read_run(moved)
+    for wrong in (("text", "none", "h1", "base"), ("listops", "none", "h1", "steps2")):
+        moved = run_dir(tmp_path / "runs", *wrong, 0) / "metrics.json"
+        moved.parent.mkdir(parents=True)
+        path.rename(moved)
+        with pytest.raises(MetricsError, match="/".join(wrong) + r"/seed0/metrics.json.*does not match"):
+            read_run(moved)
+        path = moved
+
+
+def test_settings_are_grouped_apart_and_main_uses_the_base_setting(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    files = [
+        write_metrics(runs, "listops", "none", "h1", 0, 0.30, step_time=0.10),
+        write_metrics(runs, "listops", "cta_wave", "h1", 0, 0.40, setting="steps1", step_time=0.11),
+        write_metrics(runs, "listops", "cta_wave", "h1", 1, 0.44, setting="steps1", step_time=0.11),
+        write_metrics(runs, "listops", "cta_wave", "h1", 0, 0.50, setting="steps4", step_time=0.15),
+    ]
+    tables = aggregate(files, tmp_path / "t")
+    assert list(tables["runs"].columns[:5]) == ["task", "variant", "scale", "setting", "seed"]
+    assert set(tables["main"]["variant"]) == {"none"}  # non-base settings are ablations, not Table 10
+    settings = tables["settings"].set_index(["variant", "setting"])
+    assert settings.loc[("cta_wave", "steps1"), "mean"] == pytest.approx(0.42)
+    assert settings.loc[("cta_wave", "steps1"), "n"] == 2
+    assert settings.loc[("cta_wave", "steps4"), "mean"] == pytest.approx(0.50)
+    cost = tables["cost"].set_index(["variant", "setting"])
+    assert cost.loc[("cta_wave", "steps4"), "time_overhead_pct"] == pytest.approx(50.0)
+    assert cost.loc[("cta_wave", "steps1"), "time_overhead_pct"] == pytest.approx(10.0)
+    assert set(tables["alpha"].columns) >= {"setting"}
 
 
 def test_invalid_json_names_file_and_line(tmp_path: Path) -> None:
-    path = tmp_path / "runs" / "listops" / "none" / "h1" / "seed0" / "metrics.json"
+    path = run_dir(tmp_path / "runs", "listops", "none", "h1", BASE_SETTING, 0) / "metrics.json"
     path.parent.mkdir(parents=True)
     path.write_text('{\n  "task": "listops",\n  oops\n}')
     with pytest.raises(MetricsError, match=r"metrics.json: line 3"):
@@ -165,7 +191,7 @@ def test_cli_scans_a_runs_folder_and_reports_errors_by_exit_status(tmp_path: Pat
     write_metrics(runs, "image", "none", "h1", 0, 0.4)
     write_metrics(runs, "image", "in_attention", "h1", 0, 0.41)
     assert cli_main(["aggregate", "--runs", str(runs), "--out", str(tmp_path / "tables")]) == 0
-    for name in ("runs", "main", "multiscale", "cost", "alpha"):
+    for name in ("runs", "main", "multiscale", "cost", "alpha", "settings"):
         assert (tmp_path / "tables" / f"{name}.csv").is_file()
     assert len(pd.read_csv(tmp_path / "tables" / "runs.csv")) == 2
     assert cli_main(["aggregate", "--runs", str(tmp_path / "empty"), "--out", str(tmp_path / "x")]) == 1

@@ -82,15 +82,15 @@ def test_grid_task_without_settings_is_refused(tmp_path: Path) -> None:
     assert "no entry under 'tasks'" in _dry_run_error(tmp_path, config)
 
 
-def _train_commands(workspace: Path, *args: str) -> dict[tuple[str, str, str, int], dict[str, Any]]:
-    """Run config of every training job a dry run would start, keyed by (task, variant, scale, seed)."""
+def _train_commands(workspace: Path, *args: str) -> dict[tuple[str, str, str, str, int], dict[str, Any]]:
+    """Run config of every training job a dry run would start, keyed by the run identity (pdelra.runs)."""
     proc = run_snakemake(workspace, "-n", "-p", "--forceall", *args, timeout=60, check=True)
     configs = {}
     for line in (proc.stdout + proc.stderr).splitlines():
         if "pdelra train " in line:
             argv = shlex.split(line[line.index("pdelra train ") :])
             rc = json.loads(argv[argv.index("--run-config") + 1])
-            configs[(rc["task"], rc["variant"], rc["scale"], rc["seed"])] = rc
+            configs[(rc["task"], rc["variant"], rc["scale"], rc["setting"], rc["seed"])] = rc
     return configs
 
 
@@ -101,11 +101,47 @@ def test_run_config_resolves_defaults_and_task_overrides(tmp_path: Path) -> None
     config["tasks"]["retrieval"]["train"] = {"lr": 0.0005}
     runs = _train_commands(make_workspace(tmp_path / "ws", config))
     assert len(runs) == 4
-    listops, retrieval = runs[("listops", "none", "h1", 0)], runs[("retrieval", "after_embedding", "h1", 0)]
+    listops = runs[("listops", "none", "h1", "base", 0)]
+    retrieval = runs[("retrieval", "after_embedding", "h1", "base", 0)]
     assert listops["train"]["patience"] == 10
     assert (listops["model"]["n_layers"], retrieval["model"]["n_layers"]) == (1, 2)
     assert (listops["train"]["lr"], retrieval["train"]["lr"]) == (0.003, 0.0005)
-    assert set(listops) == {"task", "variant", "scale", "seed", "model", "train"}
+    assert set(listops) == {"task", "variant", "scale", "setting", "seed", "model", "train"}
+
+
+def test_grid_settings_override_the_task_config_and_name_the_run(tmp_path: Path) -> None:
+    config = load_config("tiny")
+    config["tasks"]["listops"]["train"] = {"lr": 0.002}
+    config["grids"]["cta"] = {
+        "tasks": ["listops"],
+        "variants": ["cta_wave"],
+        "scales": ["h1"],
+        "seeds": [0],
+        "settings": {
+            "steps1": {"model": {"cta_steps": 1}},
+            "steps4": {"model": {"cta_steps": 4}, "train": {"lr": 0.001}},
+        },
+    }
+    config["run_grids"] = ["main", "cta"]
+    runs = _train_commands(make_workspace(tmp_path / "ws", config))
+    assert len(runs) == 6  # 4 base runs + 2 settings
+    one, four = (
+        runs[("listops", "cta_wave", "h1", "steps1", 0)],
+        runs[("listops", "cta_wave", "h1", "steps4", 0)],
+    )
+    assert (one["model"]["cta_steps"], four["model"]["cta_steps"]) == (1, 4)
+    assert (one["train"]["lr"], four["train"]["lr"]) == (0.002, 0.001)  # task < setting
+    assert "cta_steps" not in runs[("listops", "none", "h1", "base", 0)]["model"]
+    proc = run_snakemake(make_workspace(tmp_path / "ws2", config), "-n", "--forceall", timeout=60, check=True)
+    assert "runs/listops/cta_wave/h1/steps4/seed0/metrics.json" in proc.stdout + proc.stderr
+
+
+def test_a_setting_with_an_unknown_key_or_bad_name_is_refused(tmp_path: Path) -> None:
+    config = load_config("tiny")
+    config["grids"]["main"]["settings"] = {"seed2": {"model": {"d_model": 8}}}
+    assert "seed2" in _dry_run_error(tmp_path / "a", config)
+    config["grids"]["main"]["settings"] = {"s": {"model": {"nonsense": 1}}}
+    assert "nonsense" in _dry_run_error(tmp_path / "b", config)
 
 
 def test_run_config_is_accepted_by_the_trainer(tmp_path: Path) -> None:

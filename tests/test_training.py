@@ -25,6 +25,7 @@ import torch
 
 from pdelra.atomic import write_json_atomic
 from pdelra.data import store
+from pdelra.runs import RUN_KEYS
 from pdelra.training import runner
 from pdelra.training.batches import epoch_order, iterate_batches
 from pdelra.training.checkpoint import checkpoint_path
@@ -68,7 +69,7 @@ RUN_CONFIG: dict[str, Any] = {
 
 def run_config(**train: Any) -> dict[str, Any]:
     config = copy.deepcopy(RUN_CONFIG)
-    for key in ("task", "variant", "scale", "seed"):
+    for key in ("task", "variant", "scale", "setting", "seed"):
         if key in train:
             config[key] = train.pop(key)
     config["train"].update(train)
@@ -196,12 +197,8 @@ def test_cpu_threads_follow_config_then_slurm_then_affinity(monkeypatch: pytest.
 def test_metrics_record_results_provenance_and_cost(task_dir: Path, tmp_path: Path) -> None:
     status, metrics = train_in_process(run_config(), task_dir, tmp_path)
     assert status == 0 and metrics is not None
-    assert (metrics["task"], metrics["variant"], metrics["scale"], metrics["seed"]) == (
-        "listops",
-        "after_embedding",
-        "h1",
-        0,
-    )
+    assert tuple(metrics[k] for k in RUN_KEYS) == ("listops", "after_embedding", "h1", "base", 0)
+    assert list(metrics)[list(metrics).index("scale") + 1] == "setting"
     assert metrics["status"] == "completed" and metrics["stop_reason"] == "max_epochs"
     assert metrics["epochs_run"] == 3 and metrics["steps_run"] == 24 and metrics["steps_per_epoch"] == 8
     assert len(metrics["history"]) == 3

@@ -143,3 +143,13 @@ def test_yaml_file_reads_exponents_without_a_dot_as_numbers(tmp_path: Path) -> N
     path = tmp_path / "run.yaml"
     path.write_text(text)
     assert load_run_config(str(path)).train.weight_decay == 1e-5
+
+
+def test_setting_is_optional_named_and_part_of_the_identity() -> None:
+    cfg = validate_run_config(VALID)
+    assert cfg.setting == "base" and cfg.raw["setting"] == "base"  # the grid without settings
+    steps = validate_run_config(edited(setting="steps2"))
+    assert steps.setting == "steps2" and steps.hash != cfg.hash
+    for bad in ("seed2", "a/b", ""):
+        with pytest.raises(RunConfigError, match="setting"):
+            validate_run_config(edited(setting=bad))

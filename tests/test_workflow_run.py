@@ -19,6 +19,8 @@ import pytest
 import yaml
 from conftest import dry_run_jobs, load_config, make_workspace, run_snakemake, start_snakemake
 
+from pdelra.runs import BASE_SETTING, RUN_KEYS, run_dir
+
 pytestmark = pytest.mark.slow
 
 EXPERIMENT = "tiny"
@@ -56,7 +58,8 @@ def test_tiny_experiment_end_to_end_then_nothing_to_do(completed: Path) -> None:
 
     runs = pd.read_csv(results / "tables" / "runs.csv")
     assert len(runs) == n_runs
-    assert not runs.duplicated(["task", "variant", "scale", "seed"]).any()
+    assert not runs.duplicated(list(RUN_KEYS)).any()
+    assert set(runs["setting"]) == {BASE_SETTING}
     assert set(runs["status"]) <= {"completed", "diverged"}
 
     assert '<a href="report.html">' in (results / "report" / "index.html").read_text()
@@ -112,8 +115,10 @@ def test_a_killed_training_job_resumes_from_its_checkpoint(copy_of_completed: Pa
         )
 
     _edit_config(workspace, edit)
-    run = Path("results", EXPERIMENT, "runs", "listops", "none", "h1", "seed7")
-    checkpoint = workspace / "results" / EXPERIMENT / "checkpoints" / "listops" / "none" / "h1" / "seed7"
+    run = run_dir(Path("results", EXPERIMENT, "runs"), "listops", "none", "h1", BASE_SETTING, 7)
+    checkpoint = run_dir(
+        workspace / "results" / EXPERIMENT / "checkpoints", "listops", "none", "h1", BASE_SETTING, 7
+    )
     process = start_snakemake(workspace, "--cores", "1")
     try:
         deadline = time.monotonic() + 240
@@ -134,5 +139,8 @@ def test_a_killed_training_job_resumes_from_its_checkpoint(copy_of_completed: Pa
     metrics = json.loads((workspace / run / "metrics.json").read_text())
     assert metrics["resumed_count"] >= 1
     assert metrics["steps_run"] == 400
-    log = workspace / "results" / EXPERIMENT / "logs" / "train" / "listops" / "none" / "h1" / "seed7.log"
+    log = run_dir(
+        workspace / "results" / EXPERIMENT / "logs" / "train", "listops", "none", "h1", BASE_SETTING, 7
+    )
+    log = log.with_name(log.name + ".log")
     assert "resum" in log.read_text().lower()

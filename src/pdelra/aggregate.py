@@ -8,9 +8,12 @@ Outputs (in `--out`), all CSV:
   baseline and of the multi-scale combination over the best single scale (paper Table 12).
 - `cost.csv`: step time and peak memory per configuration and their overhead over `none` (paper Table 14).
 - `alpha.csv`: the learned diffusion coefficients, one row per run and diffusion layer.
+- `settings.csv`: test accuracy mean ± std per task × variant × scale × setting, every setting (grid
+  ablations such as CTA's pseudo-time steps); `main.csv` and the paper comparisons use the `base` setting.
 
-A run's identity (task, variant, scale, seed) is read from metrics.json and checked against its path
-`.../runs/{task}/{variant}/{scale}/seed{n}/metrics.json`: a misplaced file is caught, not mislabelled.
+A run's identity (task, variant, scale, setting, seed; `pdelra.runs`) is read from metrics.json and checked
+against its path `.../runs/{task}/{variant}/{scale}/{setting}/seed{n}/metrics.json`: a misplaced file is
+caught, not mislabelled. Every table has a `setting` column right after `scale` and groups by it.
 """
 
 from __future__ import annotations
@@ -19,25 +22,23 @@ import argparse
 import json
 import logging
 import math
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdelra.atomic import write_text_atomic
 from pdelra.errors import UserError
+from pdelra.runs import BASE_SETTING, RUN_KEYS, RunPathError, find_run_files, parse_run_dir
 
 if TYPE_CHECKING:
     import pandas as pd
 
 log = logging.getLogger(__name__)
 
-RUN_KEYS = ("task", "variant", "scale", "seed")
 BASELINE = "none"
 MAIN_SCALE = "h1"
 MULTI_SCALE = "multi"
 COMPLETED = "completed"
-_PATH_RE = re.compile(r"(?P<task>[^/]+)/(?P<variant>[^/]+)/(?P<scale>[^/]+)/seed(?P<seed>\d+)/metrics\.json$")
 
 # Columns of runs.csv, in order. Missing values (a diverged run has no test accuracy) are left empty.
 RUN_COLUMNS = (
@@ -112,11 +113,16 @@ def read_run(path: Path) -> dict[str, Any]:
 
     row: dict[str, Any] = {}
     for key in RUN_KEYS:
+        if key == "setting" and metrics.get(key) is None:
+            metrics[key] = BASE_SETTING  # written before settings existed: the grid's only setting
         if metrics.get(key) is None:
             raise MetricsError(f"{path}: no {key!r}: not a metrics.json written by `pdelra train`")
         row[key] = int(metrics[key]) if key == "seed" else str(metrics[key])
-    from_path = _PATH_RE.search(Path(path).as_posix())
-    if from_path and any(str(row[k]) != from_path[k] for k in RUN_KEYS):
+    try:
+        from_path: dict[str, Any] | None = parse_run_dir(path)
+    except RunPathError:  # a file outside the runs layout (given by hand): nothing to check against
+        from_path = None
+    if from_path and any(row[k] != from_path[k] for k in RUN_KEYS):
         found = ", ".join(f"{k}={row[k]}" for k in RUN_KEYS)
         raise MetricsError(f"{path}: the file says {found}, which does not match its location")
 
@@ -162,7 +168,7 @@ def read_alpha(path: Path) -> list[dict[str, Any]]:
 
 
 def find_metrics(runs_dir: Path) -> list[Path]:
-    return sorted(Path(runs_dir).glob("*/*/*/seed*/metrics.json"))
+    return find_run_files(runs_dir, "metrics.json")
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -188,7 +194,7 @@ def main_table(runs: pd.DataFrame) -> pd.DataFrame:
     """
     import pandas as pd
 
-    h1 = runs[runs["scale"] == MAIN_SCALE]
+    h1 = runs[(runs["scale"] == MAIN_SCALE) & (runs["setting"] == BASE_SETTING)]
     per_task = _mean_std(h1, ["variant", "task"])
     tasks = sorted(h1["task"].unique())
     averages = []
@@ -211,15 +217,21 @@ def main_table(runs: pd.DataFrame) -> pd.DataFrame:
         )
     table = pd.concat([per_task, pd.DataFrame(averages, columns=per_task.columns)], ignore_index=True)
     table.insert(2, "scale", MAIN_SCALE)
+    table.insert(3, "setting", BASE_SETTING)
     return table
+
+
+def settings_table(runs: pd.DataFrame) -> pd.DataFrame:
+    """Test accuracy per task × variant × scale × setting: every configuration of every grid."""
+    return _mean_std(runs, ["task", "variant", "scale", "setting"])
 
 
 def multiscale_table(runs: pd.DataFrame) -> pd.DataFrame:
     """Each (task, variant) run at several scales, with gains over the baseline and the best single scale."""
     import pandas as pd
 
-    stats = _mean_std(runs, ["task", "variant", "scale"])
-    scale_counts = stats[stats["n"] > 0].groupby(["task", "variant"])["scale"].nunique()
+    stats = _mean_std(runs, ["task", "variant", "scale", "setting"])
+    scale_counts = stats[stats["n"] > 0].groupby(["task", "variant", "setting"])["scale"].nunique()
     swept = scale_counts[scale_counts > 1].index
     columns = [
         *stats.columns,
@@ -230,10 +242,15 @@ def multiscale_table(runs: pd.DataFrame) -> pd.DataFrame:
         "multi_gain",
     ]
     rows = []
-    for task, variant in swept:
-        group = stats[(stats["task"] == task) & (stats["variant"] == variant)].copy()
+    for task, variant, setting in swept:
+        group = stats[
+            (stats["task"] == task) & (stats["variant"] == variant) & (stats["setting"] == setting)
+        ].copy()
         base = stats[
-            (stats["task"] == task) & (stats["variant"] == BASELINE) & (stats["scale"] == MAIN_SCALE)
+            (stats["task"] == task)
+            & (stats["variant"] == BASELINE)
+            & (stats["scale"] == MAIN_SCALE)
+            & (stats["setting"] == BASE_SETTING)
         ]
         baseline = base["mean"].iloc[0] if len(base) else math.nan
         single = group[(group["scale"] != MULTI_SCALE) & group["mean"].notna()]
@@ -252,7 +269,7 @@ def multiscale_table(runs: pd.DataFrame) -> pd.DataFrame:
     scale_order = {"h1": 0, "h2": 1, "h4": 2, "multi": 3}
     table = pd.concat(rows, ignore_index=True)
     table = table.sort_values(
-        ["task", "variant", "scale"], key=lambda c: c.map(scale_order) if c.name == "scale" else c
+        ["task", "variant", "setting", "scale"], key=lambda c: c.map(scale_order) if c.name == "scale" else c
     )
     return table[columns].reset_index(drop=True)
 
@@ -264,7 +281,7 @@ def cost_table(runs: pd.DataFrame) -> pd.DataFrame:
     averaged over seeds: Table 14 compares training cost per step, not runs of different lengths.
     """
     done = runs[runs["status"] == COMPLETED]
-    by = ["task", "variant", "scale"]
+    by = ["task", "variant", "scale", "setting"]
     table = (
         done.groupby(by, sort=True)
         .agg(
@@ -275,7 +292,9 @@ def cost_table(runs: pd.DataFrame) -> pd.DataFrame:
         )
         .reset_index()
     )
-    base = table[(table["variant"] == BASELINE) & (table["scale"] == MAIN_SCALE)].set_index("task")
+    base = table[
+        (table["variant"] == BASELINE) & (table["scale"] == MAIN_SCALE) & (table["setting"] == BASE_SETTING)
+    ].set_index("task")
     for column, name in (
         ("median_step_time_s", "time_overhead_pct"),
         ("peak_memory_mb", "memory_overhead_pct"),
@@ -321,6 +340,7 @@ def aggregate(metrics_files: Iterable[Path], out: Path) -> dict[str, pd.DataFram
         "multiscale": multiscale_table(runs),
         "cost": cost_table(runs),
         "alpha": pd.DataFrame(alpha_rows, columns=[*RUN_KEYS, "layer", "mean", "min", "max"]),
+        "settings": settings_table(runs),
     }
     for name, table in tables.items():
         write_csv_atomic(table, Path(out) / f"{name}.csv")
@@ -343,7 +363,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.runs is not None:
         found = find_metrics(args.runs)
         if not found:
-            log.error("no runs/T/V/S/seedN/metrics.json under %s", args.runs)
+            log.error("no runs/T/V/S/SETTING/seedN/metrics.json under %s", args.runs)
             return 1
         files += found
     if not files:
@@ -361,13 +381,15 @@ def register(subparsers: Any) -> None:
             "Read the metrics.json of each run (given as paths and/or found under --runs) and write "
             "runs.csv (one row per run, diverged and failed runs included), main.csv (mean ± std test "
             "accuracy per task × variant at h1 plus the cross-task average, paper Tables 6/10), "
-            "multiscale.csv (Table 12), cost.csv (time and memory overhead over the baseline, Table 14) "
-            "and alpha.csv (learned diffusion coefficients)."
+            "multiscale.csv (Table 12), cost.csv (time and memory overhead over the baseline, Table 14), "
+            "alpha.csv (learned diffusion coefficients) and settings.csv (every grid setting)."
         ),
     )
     parser.add_argument("metrics", nargs="*", type=Path, help="metrics.json files of the runs to include")
     parser.add_argument(
-        "--runs", type=Path, help="also include every runs/T/V/S/seedN/metrics.json under this folder"
+        "--runs",
+        type=Path,
+        help="also include every runs/T/V/S/SETTING/seedN/metrics.json under this folder",
     )
     parser.add_argument(
         "--out", type=Path, required=True, help="folder for the CSV tables (created if missing)"

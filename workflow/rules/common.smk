@@ -1,12 +1,15 @@
 """Config validation, the run grid and the input functions every rule uses (no rules here)."""
 
 import json
+import re
 from itertools import product
 from pathlib import Path
 
 import jsonschema
 import yaml
 from snakemake.utils import validate
+
+from pdelra import runs as run_layout
 
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 PDELRA_ENV = "../../envs/pdelra.yaml"
@@ -63,15 +66,26 @@ LOGS = f"{RESULTS}/logs"
 
 
 # ----------------------------------------------------------------------------------------------------
-# The runs: union of the selected grids, each distinct (task, variant, scale, seed) once.
+# The runs: union of the selected grids, each distinct (task, variant, scale, setting, seed) once.
+# A grid's `settings` name overrides of model/train (pdelra.runs); without them its one setting is `base`.
 # ----------------------------------------------------------------------------------------------------
+def selected_settings():
+    """{setting: {"model": {...}, "train": {...}}} over the selected grids (a name means one thing)."""
+    for name in config["run_grids"]:
+        if name not in config["grids"]:
+            raise ValueError(f"run_grids names {name!r}, but grids.{name} is not defined in the config")
+    return run_layout.merge_settings(config["grids"], config["run_grids"])
+
+
+SETTINGS = selected_settings()
+
+
 def selected_runs():
     runs = set()
     for name in config["run_grids"]:
-        grid = config["grids"].get(name)
-        if grid is None:
-            raise ValueError(f"run_grids names {name!r}, but grids.{name} is not defined in the config")
-        runs.update(product(grid["tasks"], grid["variants"], grid["scales"], grid["seeds"]))
+        grid = config["grids"][name]
+        settings = run_layout.grid_settings(grid, f"grids.{name}")
+        runs.update(product(grid["tasks"], grid["variants"], grid["scales"], settings, grid["seeds"]))
     missing = sorted({task for task, *_ in runs} - set(config["tasks"]))
     if missing:
         raise ValueError(f"the selected grids use task(s) {missing} that have no entry under 'tasks'")
@@ -81,8 +95,11 @@ def selected_runs():
 RUNS = selected_runs()
 
 
-def run_dir(task, variant, scale, seed):
-    return f"{RESULTS}/runs/{task}/{variant}/{scale}/seed{seed}"
+RUN_PATTERN = run_layout.RUN_PATTERN  # {task}/{variant}/{scale}/{setting}/seed{seed}: rule wildcards
+
+
+def run_dir(task, variant, scale, setting, seed):
+    return str(run_layout.run_dir(f"{RESULTS}/runs", task, variant, scale, setting, seed))
 
 
 def all_metrics():
@@ -98,13 +115,15 @@ def _merged(section, task):
 
 def run_config(wildcards):
     """The run config of docs/interfaces.md as compact JSON (a params value: a change reruns the job)."""
+    overrides = SETTINGS[wildcards.setting]  # defaults < task < the grid setting
     resolved = {
         "task": wildcards.task,
         "variant": wildcards.variant,
         "scale": wildcards.scale,
+        "setting": wildcards.setting,
         "seed": int(wildcards.seed),
-        "model": _merged("model", wildcards.task),
-        "train": _merged("train", wildcards.task),
+        "model": {**_merged("model", wildcards.task), **overrides["model"]},
+        "train": {**_merged("train", wildcards.task), **overrides["train"]},
     }
     return json.dumps(resolved, sort_keys=True, separators=(",", ":"))
 
@@ -174,5 +193,6 @@ wildcard_constraints:
     task="|".join(config["tasks"]),
     variant=r"[a-z_]+",
     scale=r"h1|h2|h4|multi",
+    setting="|".join(map(re.escape, SETTINGS)),
     seed=r"\d+",
     source=r"lra_release|imdb|cifar10",

@@ -1,4 +1,4 @@
-"""One training job per distinct (task, variant, scale, seed). Checkpoints live outside the declared outputs
+"""One training job per distinct (task, variant, scale, setting, seed). Checkpoints live outside the declared outputs
 (Snakemake deletes those before a job starts), so a retried or rerun job resumes where it stopped."""
 
 
@@ -7,14 +7,15 @@ rule train:
     input:
         manifest("{task}"),
     output:
-        f"{RESULTS}/runs/{{task}}/{{variant}}/{{scale}}/seed{{seed}}/metrics.json",
+        f"{RESULTS}/runs/{RUN_PATTERN}/metrics.json",
+        f"{RESULTS}/runs/{RUN_PATTERN}/model.safetensors",  # best-validation weights (pdelra diagnose)
     params:
         run_config=run_config,
         data=lambda wildcards, input: parent_dir(input[0]),
         out=lambda wildcards, output: parent_dir(output[0]),
-        checkpoints=f"{RESULTS}/checkpoints/{{task}}/{{variant}}/{{scale}}/seed{{seed}}",
+        checkpoints=f"{RESULTS}/checkpoints/{RUN_PATTERN}",
     log:
-        f"{LOGS}/train/{{task}}/{{variant}}/{{scale}}/seed{{seed}}.log",
+        f"{LOGS}/train/{RUN_PATTERN}.log",
     threads: train_threads
     resources:
         gpu=task_resource("gpu"),

@@ -9,9 +9,9 @@ from pathlib import Path
 log = logging.getLogger("pdelra.training")
 
 DESCRIPTION = """\
-Train one run (task, variant, scale, seed) with the recipe of paper Tables 8-9: AdamW (betas 0.9/0.98),
-linear warmup then cosine decay to 0 at the planned last step, weight decay, gradient clipping, at most
-max_epochs epochs (optionally capped at max_steps), early stopping on validation accuracy, and test
+Train one run (task, variant, scale, setting, seed) with the recipe of paper Tables 8-9: AdamW (betas
+0.9/0.98), linear warmup then cosine decay to 0 at the planned last step, weight decay, gradient clipping,
+at most max_epochs epochs (optionally capped at max_steps), early stopping on validation accuracy, and test
 accuracy measured with the best-validation weights. Writes RUN_DIR/metrics.json atomically.
 
 Seeds: run seed n seeds Python, NumPy and PyTorch with 42+n, 0+n, 1+n (the paper's 42/0/1 at n=0).
@@ -33,6 +33,7 @@ Device: CUDA when available (bf16 autocast, fused SDPA kernels, pinned-memory co
 
 RUN_CONFIG_HELP = """\
 the run's config: a JSON/YAML file, or inline JSON starting with '{'. Keys: task, variant, scale, seed,
+optional setting (default "base"; a name only: its overrides are already in model/train),
 model {d_model, n_layers, n_heads, d_mlp, dropout, attn_dropout, alpha_init; optional: any other
 ModelConfig field, e.g. cta_steps}, train {batch_size, lr,
 betas, weight_decay, warmup_steps, max_epochs, max_steps, patience, grad_clip, eval_batch_size,

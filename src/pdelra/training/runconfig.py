@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.errors import UserError
+from pdelra.runs import BASE_SETTING, SETTING_NAME
 
 # Model keys every run config must give; ModelConfig may accept more (checked when the model is built, in
 # runner.build_model, so this module stays free of torch).
@@ -61,6 +62,8 @@ SCHEMA: dict[str, Any] = {
         "task": {"type": "string", "minLength": 1},
         "variant": {"type": "string", "minLength": 1},
         "scale": {"type": "string", "minLength": 1},
+        # Optional (default "base"): the grid setting whose overrides are already merged into model/train.
+        "setting": {"type": "string", "pattern": SETTING_NAME.pattern, "not": {"pattern": "^seed"}},
         "seed": {"type": "integer", "minimum": 0},
         "model": {
             "type": "object",
@@ -134,6 +137,7 @@ class RunConfig:
     task: str
     variant: str
     scale: str
+    setting: str
     seed: int
     model: Mapping[str, Any]
     train: TrainConfig
@@ -218,11 +222,13 @@ def validate_run_config(config: Any, source: str = "run config") -> RunConfig:
         raise RunConfigError(f"{source}: {_describe(errors[0])}")
 
     train = {**OPTIONAL_TRAIN_DEFAULTS, **config["train"]}
-    normalised = {**config, "train": train, "model": dict(config["model"])}
+    setting = config.get("setting", BASE_SETTING)
+    normalised = {**config, "setting": setting, "train": train, "model": dict(config["model"])}
     return RunConfig(
         task=config["task"],
         variant=config["variant"],
         scale=config["scale"],
+        setting=setting,
         seed=config["seed"],
         model=normalised["model"],
         train=TrainConfig(**{**train, "betas": tuple(train["betas"])}),

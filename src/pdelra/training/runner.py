@@ -1,4 +1,4 @@
-"""Train one run (task, variant, scale, seed) with the paper's recipe and write its metrics.json.
+"""Train one run (task, variant, scale, setting, seed) with the paper's recipe and write its metrics.json.
 
 The loop, in order:
   seed → build model/optimizer/schedule → resume from the checkpoint if it is this run's →
@@ -334,6 +334,7 @@ class _Trainer:
             "task": cfg.task,
             "variant": cfg.variant,
             "scale": cfg.scale,
+            "setting": cfg.setting,
             "seed": cfg.seed,
             "status": "diverged" if st.stop_reason == "diverged" else "completed",
             "diverged_at_step": st.diverged_at_step,
