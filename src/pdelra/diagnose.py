@@ -1,0 +1,435 @@
+"""`pdelra diagnose`: the operator-theory diagnostics (pdelra.diagnostics) measured on one trained run, and
+their table over runs.
+
+    pdelra diagnose run --run-dir RUN_DIR --data PROCESSED_TASK_DIR --out RUN_DIR/diagnostics.csv
+    pdelra diagnose table RUN_DIR/diagnostics.csv ... --out results/{experiment}/tables/diagnostics.csv
+
+`run` loads the run's best-validation weights (RUN_DIR/model.safetensors) and config (RUN_DIR/metrics.json),
+runs the encoder in eval mode on a fixed batch — the first `--examples` validation examples in file order
+(retrieval: the first document of each pair) — and records one row per (block, operator):
+
+- kind `residual`, operator `residual`: the residual stream entering block b (`roughness_in`) and leaving it
+  (`roughness_out`); with no diffusion in the model (variant `none`) this says where the representation is
+  rough.
+- kind `probe`, operator `probe`: a fixed probe diffusion D = I + 0.1·Δ_1 (the same in every run, so runs
+  compare) applied to the residual stream x_b entering block b: roughness of x_b and D(x_b), the perturbation
+  ‖D(x_b) − x_b‖ and its bound, and the commutator of D with the block's attention sub-layer.
+- kind `trained`, operator = the module name (e.g. `encoder.blocks.0.attn_output`): every DiffusionLayer of
+  the model, on the input it actually received: roughness entering and leaving the operator (its LayerNorm
+  included), the perturbation of its Euler step (trained α, scales, stencil scaling) and the bound, and the
+  commutator of that Euler step, applied to the residual stream x_b, with block b's attention sub-layer.
+  Per-channel α are used where the operator's channels are the residual stream's; for `attn_values` (the
+  value channels) the channel mean; `attn_heads` diffuses along heads (its roughness and bound are along the
+  head axis, averaged over tokens) and has no sequence commutator (empty).
+
+The attention sub-layer as a map on the residual stream is M_b(x) = x + W_o·MHA(LN₁(x)) with block b's
+trained weights and padded keys masked, without the inserted operators, so that M is the same kind of map in
+every variant and D is what varies. Block of an operator: `encoder.embedding` → 0, `between_blocks.i` → i+1,
+`blocks.i.*` → i. Every quantity is the mean over the examples of the per-sequence value
+(pdelra.diagnostics); `bound_ratio` is the mean of perturbation / bound (≤ 1 by the theory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import math
+import re
+from collections import defaultdict
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pdelra.atomic import write_text_atomic
+from pdelra.errors import UserError
+from pdelra.runs import RUN_KEYS
+
+if TYPE_CHECKING:
+    import pandas as pd
+    import torch
+    from torch import Tensor
+
+log = logging.getLogger(__name__)
+
+DIAGNOSTICS_NAME = "diagnostics.csv"
+PROBE_ALPHA = 0.1
+PROBE_SCALES = (1,)
+QUANTITIES = (
+    "roughness_in",
+    "roughness_out",
+    "rel_roughness_in",
+    "rel_roughness_out",
+    "perturbation",
+    "bound",
+    "bound_closed_form",
+    "bound_ratio",
+    "commutator",
+)
+COLUMNS = (
+    *RUN_KEYS,
+    "block",
+    "operator",
+    "kind",
+    "position",
+    "alpha_mean",
+    "n_examples",
+    *QUANTITIES,
+)
+# Insertion points whose operator acts on channels of the residual stream's basis (per-channel α carry over).
+RESIDUAL_CHANNEL_POINTS = (
+    "embedding",
+    "between_blocks",
+    "attn_input",
+    "attn_output",
+    "mlp_input",
+    "mlp_output",
+)
+
+
+# The code whose edits must rerun the diagnose jobs (and only them): the workflow passes its digest as a
+# rule parameter, because Snakemake reruns on params but never on edits of imported Python modules.
+DIAGNOSTICS_SOURCES = ("diagnostics.py", "diagnose.py")
+
+
+def source_digest() -> str:
+    """sha256 (16 hex digits) over the diagnostics source files of the pdelra package in use."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for name in DIAGNOSTICS_SOURCES:
+        digest.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes())
+    return digest.hexdigest()[:16]
+
+
+class DiagnoseError(UserError):
+    """A run or table that cannot be diagnosed; the message names the file."""
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Where an operator sits
+
+
+def operator_place(name: str) -> tuple[int, str]:
+    """(block, insertion point) of a diffusion module by its name in the model."""
+    if name == "encoder.embedding":
+        return 0, "embedding"
+    if m := re.fullmatch(r"encoder\.between_blocks\.(\d+)", name):
+        return int(m[1]) + 1, "between_blocks"
+    if m := re.fullmatch(r"encoder\.blocks\.(\d+)\.(?:attn\.)?(\w+?)(?:\.diffusion)?", name):
+        return int(m[1]), m[2]
+    raise ValueError(f"cannot place diffusion module {name!r} in a block")
+
+
+def attention_sublayer(block: torch.nn.Module) -> Callable[[Tensor, Tensor | None], Tensor]:
+    """M(x) = x + W_o·MHA(LN₁(x)): block's attention sub-layer on the residual stream, padded keys masked,
+    without inserted operators. x (B, L, d), lengths (B,) → (B, L, d)."""
+    import torch
+    import torch.nn.functional as F
+
+    attn = block.attn
+
+    def mix(x: Tensor, lengths: Tensor | None) -> Tensor:
+        b, n, d = x.shape
+        q, k, v = attn.qkv(block.ln_1(x)).split(d, dim=2)
+        q, k, v = (t.view(b, n, attn.n_heads, -1).transpose(1, 2) for t in (q, k, v))  # (B, H, L, dh)
+        mask = None
+        if lengths is not None:
+            mask = (torch.arange(n, device=x.device)[None, :] < lengths[:, None])[:, None, None, :]
+        out = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)  # (B, H, L, dh)
+        return x + attn.proj(out.transpose(1, 2).flatten(2))
+
+    return mix
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Measuring one batch
+
+
+class _Recorder:
+    """Collects per-example values (lists of (B,) tensors) per row key, then averages them."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[int, str, str, str], dict[str, list[Tensor]]] = defaultdict(
+            lambda: defaultdict(list)
+        )
+        self.alpha: dict[tuple[int, str, str, str], float] = {}
+
+    def add(self, key: tuple[int, str, str, str], **quantities: Tensor) -> None:
+        for name, value in quantities.items():
+            self.values[key][name].append(value.detach().double().cpu())
+
+    def rows(self) -> list[dict[str, Any]]:
+        import torch
+
+        rows = []
+        for key, quantities in self.values.items():
+            block, operator, kind, position = key
+            row: dict[str, Any] = {
+                "block": block,
+                "operator": operator,
+                "kind": kind,
+                "position": position,
+                "alpha_mean": self.alpha.get(key, math.nan),
+            }
+            n = 0
+            for name in QUANTITIES:
+                if name in quantities:
+                    values = torch.cat(quantities[name])
+                    row[name], n = values.mean().item(), max(n, values.numel())
+                else:
+                    row[name] = math.nan
+            row["n_examples"] = n
+            rows.append(row)
+        return sorted(
+            rows, key=lambda r: (r["block"], ["residual", "probe", "trained"].index(r["kind"]), r["operator"])
+        )
+
+
+def _roughness(prefix: str, x: Tensor, lengths: Tensor | None) -> dict[str, Tensor]:
+    from pdelra import diagnostics as dg
+
+    return {
+        f"roughness_{prefix}": dg.dirichlet_energy(x, lengths),
+        f"rel_roughness_{prefix}": dg.relative_roughness(x, lengths),
+    }
+
+
+def _perturbation(step: Any, x: Tensor, lengths: Tensor | None) -> dict[str, Tensor]:
+    from pdelra import diagnostics as dg
+
+    p = dg.perturbation(step, x, lengths)
+    ratio = torch_where_positive(p.bound, p.norm)
+    return {
+        "perturbation": p.norm,
+        "bound": p.bound,
+        "bound_closed_form": p.closed_form,
+        "bound_ratio": ratio,
+    }
+
+
+def torch_where_positive(bound: Tensor, norm: Tensor) -> Tensor:
+    """norm / bound, 0 where both vanish (a constant sequence: no roughness, no perturbation)."""
+    import torch
+
+    return torch.where(bound > 0, norm / bound.clamp_min(1e-300), torch.zeros_like(norm))
+
+
+def _token_mean(values: Tensor, lengths: Tensor, size: int) -> Tensor:
+    """(B·L,) per-token values → (B,) mean over each sequence's valid tokens."""
+    import torch
+
+    per = values.view(lengths.shape[0], size)
+    valid = (torch.arange(size, device=per.device)[None, :] < lengths[:, None]).to(per.dtype)
+    return (per * valid).sum(1) / lengths.to(per.dtype)
+
+
+def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recorder: _Recorder) -> None:
+    """Run the encoder on (tokens, lengths) with hooks and record every row's per-example values."""
+    import torch
+
+    from pdelra import diagnostics as dg
+    from pdelra.ops import DiffusionLayer
+
+    encoder = model.encoder
+    blocks = list(encoder.blocks)
+    streams: dict[int, Tensor] = {}  # residual stream entering block b; b = n_layers: leaving the last
+    operators: list[tuple[str, Tensor, Tensor]] = []  # (name, input, output) of every diffusion layer
+    hooks = []
+    for b, block in enumerate(blocks):
+        hooks.append(block.register_forward_pre_hook(lambda m, args, b=b: streams.__setitem__(b, args[0])))
+    if blocks:
+        last = len(blocks)
+        hooks.append(blocks[-1].register_forward_hook(lambda m, a, out: streams.__setitem__(last, out[0])))
+    layers = {n: m for n, m in model.named_modules() if isinstance(m, DiffusionLayer)}
+    for name, layer in layers.items():
+        hooks.append(
+            layer.register_forward_hook(lambda m, a, out, name=name: operators.append((name, a[0], out)))
+        )
+    try:
+        encoder(tokens, lengths)
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+    probe = dg.EulerStep(torch.tensor([PROBE_ALPHA]), PROBE_SCALES)
+    mixes = {b: attention_sublayer(block) for b, block in enumerate(blocks)}
+    for b in range(len(blocks)):
+        x = streams[b]
+        key = (b, "residual", "residual", "residual_stream")
+        recorder.add(key, **_roughness("in", x, lengths), **_roughness("out", streams[b + 1], lengths))
+        key = (b, "probe", "probe", "probe")
+        recorder.alpha[key] = PROBE_ALPHA
+        recorder.add(
+            key,
+            **_roughness("in", x, lengths),
+            **_roughness("out", probe(x, lengths), lengths),
+            **_perturbation(probe, x, lengths),
+            commutator=dg.commutator(probe, mixes[b], x, lengths),
+        )
+
+    for name, x_in, x_out in operators:
+        block, point = operator_place(name)
+        step = dg.EulerStep.from_layer(layers[name])
+        key = (block, name, "trained", point)
+        recorder.alpha[key] = float(step.alphas.float().mean())
+        if x_in.dim() == 4:  # across_heads: (B, L, H, dh), diffused along H; per token, then per sequence
+            size = x_in.shape[1]
+            rows_in, rows_out = x_in.flatten(0, 1), x_out.flatten(0, 1)  # (B·L, H, dh)
+            quantities = {
+                **_roughness("in", rows_in, None),
+                **_roughness("out", rows_out, None),
+                **_perturbation(step, rows_in, None),
+            }
+            recorder.add(key, **{k: _token_mean(v, lengths, size) for k, v in quantities.items()})
+            continue
+        commutator: dict[str, Tensor] = {}
+        if block < len(blocks):
+            if point not in RESIDUAL_CHANNEL_POINTS:  # value channels: the channel-mean α per scale
+                step = dg.EulerStep(step.alphas.mean(-1), step.scales, step.stencil_scaling)
+            x_b = streams[block]
+            commutator["commutator"] = dg.commutator(step, mixes[block], x_b, lengths)
+        recorder.add(
+            key,
+            **_roughness("in", x_in, lengths),
+            **_roughness("out", x_out, lengths),
+            **_perturbation(dg.EulerStep.from_layer(layers[name]), x_in, lengths),
+            **commutator,
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------
+# One run
+
+
+def load_run(run_dir: Path, data_dir: Path) -> tuple[torch.nn.Module, dict[str, Any], Any]:
+    """(model with the run's best-validation weights, in eval mode; metrics.json; the val split)."""
+    from pdelra.data.store import load_split, manifest_hash, read_manifest
+    from pdelra.training.batches import is_pair_split
+    from pdelra.training.runconfig import validate_run_config
+    from pdelra.training.runner import build_model
+    from pdelra.training.weights import WEIGHTS_NAME, load_weights
+
+    metrics_path = run_dir / "metrics.json"
+    try:
+        metrics = json.loads(metrics_path.read_text())
+    except FileNotFoundError as exc:
+        raise DiagnoseError(f"{metrics_path}: no metrics.json (train the run first)") from exc
+    except json.JSONDecodeError as exc:
+        raise DiagnoseError(f"{metrics_path}: line {exc.lineno}: not JSON ({exc.msg})") from exc
+    if "run_config" not in metrics:
+        raise DiagnoseError(f"{metrics_path}: no 'run_config' key (written by an older trainer?)")
+    cfg = validate_run_config(metrics["run_config"], f"{metrics_path}: run_config")
+    manifest = read_manifest(data_dir)
+    if manifest["task"] != cfg.task:
+        raise DiagnoseError(f"{run_dir} is a {cfg.task!r} run but {data_dir} holds task {manifest['task']!r}")
+    expected = metrics.get("data_manifest_hash")
+    if expected is not None and manifest_hash(data_dir) != expected:
+        raise DiagnoseError(
+            f"{data_dir}: data manifest hash differs from the one {metrics_path} was trained on "
+            f"({expected[:12]}…): diagnose with the data the run was trained on"
+        )
+    val = load_split(data_dir, "val")
+    model = build_model(cfg, manifest, is_pair_split(val))
+    state, meta = load_weights(run_dir / WEIGHTS_NAME)
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        raise DiagnoseError(f"{run_dir / WEIGHTS_NAME}: weights do not fit the run's model: {exc}") from exc
+    if meta.get("weights") != "best_validation":
+        log.warning(
+            "%s holds the %s weights, not best-validation ones", run_dir / WEIGHTS_NAME, meta.get("weights")
+        )
+    return model.eval(), metrics, val
+
+
+def diagnose_run(run_dir: Path, data_dir: Path, examples: int = 32, batch_size: int = 8) -> pd.DataFrame:
+    """The diagnostics table of one run (COLUMNS), on its first `examples` validation examples."""
+    import numpy as np
+    import pandas as pd
+    import torch
+
+    from pdelra.training.batches import make_batch
+
+    model, metrics, val = load_run(run_dir, data_dir)
+    count = min(examples, len(val.labels))
+    if count < 1:
+        raise DiagnoseError(f"{data_dir}: the validation split is empty")
+    recorder = _Recorder()
+    with torch.inference_mode():
+        for start in range(0, count, batch_size):
+            batch = make_batch(val, np.arange(start, min(start + batch_size, count)), lambda t: t)
+            measure_batch(model, batch.tokens, batch.lengths, recorder)
+    frame = pd.DataFrame(recorder.rows())
+    for key in reversed(RUN_KEYS):
+        frame.insert(0, key, metrics.get(key, "base" if key == "setting" else None))
+    return frame[list(COLUMNS)]
+
+
+def collect(paths: list[Path]) -> pd.DataFrame:
+    """Concatenate per-run diagnostics tables; a file without rows (nothing measured) contributes none."""
+    import pandas as pd
+
+    frames = []
+    for path in paths:
+        try:
+            frame = pd.read_csv(path)
+        except FileNotFoundError as exc:
+            raise DiagnoseError(f"{path}: no such diagnostics table") from exc
+        except pd.errors.EmptyDataError:
+            continue
+        missing = [c for c in COLUMNS if c not in frame.columns]
+        if missing:
+            raise DiagnoseError(f"{path}: missing column(s) {missing}; rerun `pdelra diagnose run`")
+        frames.append(frame[list(COLUMNS)])
+    if not frames:
+        return pd.DataFrame(columns=list(COLUMNS))
+    return pd.concat(frames, ignore_index=True).sort_values([*RUN_KEYS, "block", "kind", "operator"])
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Command line
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "diagnose",
+        help="roughness, perturbation bounds and diffusion–attention commutators of trained runs",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="diagnose_command", metavar="ACTION", required=True)
+    run = sub.add_parser("run", help="diagnose one trained run → its diagnostics.csv")
+    run.add_argument(
+        "--run-dir", type=Path, required=True, help="folder with metrics.json and model.safetensors"
+    )
+    run.add_argument("--data", type=Path, required=True, help="the processed task folder the run trained on")
+    run.add_argument("--out", type=Path, required=True, help="CSV to write (atomically)")
+    run.add_argument("--examples", type=int, default=32, help="first N validation examples (default 32)")
+    run.add_argument("--batch-size", type=int, default=8, help="examples per forward pass (default 8)")
+    run.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    run.set_defaults(func=_run)
+    table = sub.add_parser("table", help="concatenate per-run diagnostics.csv files into one table")
+    table.add_argument("tables", nargs="*", type=Path, help="per-run diagnostics.csv files")
+    table.add_argument("--out", type=Path, required=True, help="the combined CSV (atomically)")
+    table.set_defaults(func=_table)
+
+
+def _run(args: argparse.Namespace) -> int:
+    if args.examples < 1 or args.batch_size < 1:
+        raise DiagnoseError("--examples and --batch-size must be ≥ 1")
+    if args.num_threads:
+        import torch
+
+        torch.set_num_threads(args.num_threads)
+    frame = diagnose_run(args.run_dir, args.data, args.examples, args.batch_size)
+    write_text_atomic(args.out, frame.to_csv(index=False))
+    log.info("%d diagnostics rows of %s written to %s", len(frame), args.run_dir, args.out)
+    return 0
+
+
+def _table(args: argparse.Namespace) -> int:
+    frame = collect(args.tables)
+    write_text_atomic(args.out, frame.to_csv(index=False))
+    log.info("%d rows from %d run(s) written to %s", len(frame), len(args.tables), args.out)
+    return 0
