@@ -18,6 +18,7 @@ if not workflow.overwrite_configfiles:
 include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
+include: "workflow/rules/diagnose.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/version.smk"
 

@@ -19,6 +19,7 @@ SUBCOMMAND_MODULES = (
     "pdelra.data.cli",  # generate, fetch, extract, preprocess
     "pdelra.training.cli",  # train
     "pdelra.aggregate",  # aggregate
+    "pdelra.diagnose",  # diagnose run | table
     "pdelra.report",  # report
     "pdelra.versioning",  # version
     "pdelra.bench",  # bench

@@ -27,6 +27,7 @@ rule report:
     localrule: True
     input:
         tables=rules.aggregate.output,
+        diagnostics=rules.diagnostics_table.output,  # read from the same tables folder
         notebook=REPORT_NOTEBOOK,
     output:
         notebook=f"{RESULTS}/report/report.ipynb",
