@@ -1,0 +1,238 @@
+"""`pdelra diagnose` on tiny trained models: the saved weights, the rows per variant, values recomputed by
+hand from the model's own pieces, and the command line. The workflow test (editing the diagnostics code
+reruns only diagnose jobs and what follows) is marked slow."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from conftest import REPO, make_workspace, parse_job_counts, run_snakemake
+from test_training import make_task, run_config, train_in_process
+
+from pdelra import diagnostics as dg
+from pdelra.cli import main
+from pdelra.data.store import load_split, read_manifest
+from pdelra.diagnose import (
+    COLUMNS,
+    DIAGNOSTICS_SOURCES,
+    attention_sublayer,
+    collect,
+    diagnose_run,
+    load_run,
+    operator_place,
+    source_digest,
+)
+from pdelra.model import Padding
+from pdelra.training.batches import make_batch
+from pdelra.training.runconfig import validate_run_config
+from pdelra.training.runner import build_model
+from pdelra.training.weights import WEIGHTS_NAME, load_weights
+
+N_LAYERS = 2
+# variant → trained diffusion operators expected per model (n_layers = 2)
+EXPECTED_TRAINED = {
+    "none": 0,
+    "after_embedding": 1,
+    "between_layers": N_LAYERS - 1,
+    "before_layernorm": 2 * N_LAYERS,
+    "in_attention": N_LAYERS,
+    "across_heads": N_LAYERS,
+    "after_attention": N_LAYERS,
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, Path]]:
+    """variant → (run dir, data dir): one tiny trained model per variant (about 1 s each)."""
+    root = tmp_path_factory.mktemp("diagnose")
+    data = make_task(root / "processed")
+    out = {}
+    for variant in EXPECTED_TRAINED:
+        config = run_config(variant=variant, max_epochs=2)
+        config["model"]["n_layers"] = N_LAYERS
+        status, _ = train_in_process(config, data, root / variant)
+        assert status == 0
+        out[variant] = (root / variant / "run", data)
+    return out
+
+
+def test_trainer_keeps_the_best_validation_weights_as_safetensors(runs) -> None:
+    run_dir, data = runs["none"]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    state, meta = load_weights(run_dir / WEIGHTS_NAME)
+    assert meta["weights"] == "best_validation" and meta["best_epoch"] == str(metrics["best_epoch"])
+    assert meta["config_hash"] == metrics["config_hash"]
+    model = build_model(validate_run_config(metrics["run_config"]), read_manifest(data), two_tower=False)
+    model.load_state_dict(state)  # strict: every parameter and buffer is there
+    model.eval()
+    test = load_split(data, "test")
+    batch = make_batch(test, np.arange(len(test.labels)), lambda t: t)
+    with torch.no_grad():
+        accuracy = (model(*batch.inputs).argmax(-1) == batch.labels).double().mean().item()
+    assert accuracy == pytest.approx(metrics["test_accuracy"])  # test accuracy is measured with these weights
+    assert not list(run_dir.glob(".*.tmp"))  # nothing half-written left behind
+
+
+@pytest.mark.parametrize("variant", list(EXPECTED_TRAINED))
+def test_rows_per_variant_and_the_bound_holds(runs, variant: str) -> None:
+    frame = diagnose_run(*runs[variant], examples=20, batch_size=8)
+    assert list(frame.columns) == list(COLUMNS)
+    assert (frame[["task", "variant", "scale", "setting", "seed"]].drop_duplicates().values.tolist()) == [
+        ["listops", variant, "h1", "base", 0]
+    ]
+    kinds = frame["kind"].value_counts().to_dict()
+    assert kinds.get("residual") == N_LAYERS and kinds.get("probe") == N_LAYERS
+    assert kinds.get("trained", 0) == EXPECTED_TRAINED[variant]
+    assert (frame["n_examples"] == 20).all()
+    measured = frame[frame["kind"] != "residual"]
+    assert (measured["perturbation"] <= measured["bound"] * (1 + 1e-4) + 1e-7).all()
+    assert (measured["bound"] <= measured["bound_closed_form"] * (1 + 1e-4) + 1e-7).all()
+    assert (measured["bound_ratio"] <= 1 + 1e-4).all()
+    probe = frame[frame["kind"] == "probe"]
+    assert (probe["alpha_mean"] == 0.1).all() and (probe["commutator"] > 0).all()
+    assert np.isfinite(probe["commutator"]).all()
+    trained = frame[frame["kind"] == "trained"]
+    if variant == "across_heads":  # diffuses along heads: no sequence commutator
+        assert trained["commutator"].isna().all()
+    else:
+        assert np.isfinite(trained["commutator"]).all() and (trained["commutator"] > 0).all()
+
+
+def test_values_match_a_computation_by_hand(runs) -> None:
+    run_dir, data = runs["after_embedding"]
+    frame = diagnose_run(run_dir, data, examples=12, batch_size=12)
+    model, _, val = load_run(run_dir, data)
+    batch = make_batch(val, np.arange(12), lambda t: t)
+    tokens, lengths = batch.tokens, batch.lengths
+    encoder = model.encoder
+    with torch.no_grad():
+        embedded = encoder.tok_emb(tokens) + encoder.pos_emb.weight[: tokens.shape[1]]
+        x0 = encoder.embedding(embedded, lengths)  # the residual stream entering block 0
+        block = encoder.blocks[0]
+        mix = attention_sublayer(block)
+        # M is the block's attention branch plus the residual, as the model computes it (valid positions).
+        branch, _ = block.attn(block.ln_1(x0), Padding.from_lengths(lengths, tokens.shape[1]))
+        torch.testing.assert_close(
+            dg.zero_padding(mix(x0, lengths), lengths), dg.zero_padding(x0 + branch, lengths)
+        )
+        trained_step = dg.EulerStep.from_layer(encoder.embedding)
+        expected = {
+            ("residual", "roughness_in"): dg.dirichlet_energy(x0, lengths).mean(),
+            ("probe", "commutator"): dg.commutator(
+                dg.EulerStep(torch.tensor([0.1]), (1,)), mix, x0, lengths
+            ).mean(),
+            ("trained", "commutator"): dg.commutator(trained_step, mix, x0, lengths).mean(),
+            ("trained", "roughness_in"): dg.dirichlet_energy(embedded, lengths).mean(),
+            ("trained", "rel_roughness_out"): dg.relative_roughness(x0, lengths).mean(),
+            ("trained", "perturbation"): dg.perturbation(trained_step, embedded, lengths).norm.mean(),
+        }
+    block0 = frame[frame["block"] == 0].set_index("kind")
+    for (kind, column), value in expected.items():
+        assert block0.loc[kind, column] == pytest.approx(value.item(), rel=1e-5), (kind, column)
+    assert block0.loc["trained", "operator"] == "encoder.embedding"
+    assert block0.loc["trained", "alpha_mean"] == pytest.approx(trained_step.alphas.mean().item())
+
+
+def test_results_do_not_depend_on_how_examples_are_batched_and_padded(runs) -> None:
+    run_dir, data = runs["before_layernorm"]
+    one = diagnose_run(run_dir, data, examples=10, batch_size=1)  # no padding at all
+    many = diagnose_run(run_dir, data, examples=10, batch_size=10)  # padded to the longest
+    pd.testing.assert_frame_equal(one, many, rtol=1e-4)
+
+
+def test_operator_places() -> None:
+    assert operator_place("encoder.embedding") == (0, "embedding")
+    assert operator_place("encoder.between_blocks.2") == (3, "between_blocks")
+    assert operator_place("encoder.blocks.4.attn_output") == (4, "attn_output")
+    assert operator_place("encoder.blocks.1.attn.attn_values") == (1, "attn_values")
+    assert operator_place("encoder.blocks.0.attn.attn_heads.diffusion") == (0, "attn_heads")
+    with pytest.raises(ValueError, match="cannot place"):
+        operator_place("encoder.head")
+
+
+def test_command_line_run_and_table(runs, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    run_dir, data = runs["after_attention"]
+    out = tmp_path / "a" / "diagnostics.csv"
+    argv = ["diagnose", "run", "--run-dir", str(run_dir), "--data", str(data), "--out", str(out)]
+    assert main([*argv, "--examples", "6", "--num-threads", "1"]) == 0
+    empty = tmp_path / "empty.csv"
+    empty.write_text("")
+    table = tmp_path / "tables" / "diagnostics.csv"
+    assert main(["diagnose", "table", str(out), str(empty), "--out", str(table)]) == 0
+    combined = pd.read_csv(table)
+    pd.testing.assert_frame_equal(
+        combined,
+        pd.read_csv(out).sort_values(["block", "kind", "operator"]).reset_index(drop=True),
+        check_like=False,
+    )
+    assert main(["diagnose", "table", "--out", str(tmp_path / "none.csv")]) == 0
+    assert list(pd.read_csv(tmp_path / "none.csv").columns) == list(COLUMNS)
+    # A run without weights: one clear line naming the file, exit 1.
+    bare = tmp_path / "bare"
+    shutil.copytree(run_dir, bare)
+    (bare / WEIGHTS_NAME).unlink()
+    assert (
+        main(
+            ["diagnose", "run", "--run-dir", str(bare), "--data", str(data), "--out", str(tmp_path / "x.csv")]
+        )
+        == 1
+    )
+    assert f"{bare / WEIGHTS_NAME}: no weights file" in caplog.text
+    bad = tmp_path / "bad.csv"
+    bad.write_text("task,variant\nlistops,none\n")
+    with pytest.raises(Exception, match="missing column"):
+        collect([bad])
+
+
+def test_source_digest_covers_the_diagnostics_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pdelra.diagnose as module
+
+    copy = tmp_path / "pdelra"
+    copy.mkdir()
+    for name in DIAGNOSTICS_SOURCES:
+        shutil.copy(Path(module.__file__).parent / name, copy / name)
+    monkeypatch.setattr(module, "__file__", str(copy / "diagnose.py"))
+    before = source_digest()
+    with open(copy / "diagnostics.py", "a") as f:
+        f.write("# an edit\n")
+    assert source_digest() != before
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The workflow
+
+
+@pytest.mark.slow
+def test_editing_the_diagnostics_code_reruns_only_diagnose_and_what_follows(tmp_path: Path) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    target = "results/tiny/tables/diagnostics.csv"
+    run_snakemake(ws, "-c2", target, "results/tiny/tables/runs.csv", timeout=600, check=True)
+    table = pd.read_csv(ws / target)
+    assert set(table["variant"]) == {"none", "after_embedding"} and set(table["task"]) == {
+        "listops",
+        "retrieval",
+    }
+
+    def planned(*args: str, env: dict[str, str] | None = None) -> dict[str, int]:
+        proc = run_snakemake(ws, "-n", *args, "--quiet", "rules", env=env, check=True)
+        return parse_job_counts(proc.stdout + proc.stderr)
+
+    assert planned(target) == {}
+    unchanged = planned()  # the default target: report etc. were never built here
+    # The same package with one edit in the diagnostics module, first on the path for Snakemake and its jobs.
+    package = tmp_path / "pkg"
+    shutil.copytree(REPO / "src" / "pdelra", package / "pdelra", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(package / "pdelra" / "diagnostics.py", "a") as f:
+        f.write("# an edit that changes nothing but the code\n")
+    edited_env = {"PYTHONPATH": str(package)}
+    assert planned(target, env=edited_env) == {"diagnose": 4, "diagnostics_table": 1}
+    edited = planned(env=edited_env)
+    assert "train" not in edited and "preprocess" not in edited and "generate" not in edited
+    added = {rule: n - unchanged.get(rule, 0) for rule, n in edited.items() if n != unchanged.get(rule, 0)}
+    assert added == {"diagnose": 4, "diagnostics_table": 1}
