@@ -3,25 +3,49 @@
 The directory lives outside the Snakemake rule's declared outputs (Snakemake deletes those before a job
 runs), so a retried or requeued job finds the checkpoint its previous attempt left. Every write goes to a
 temporary file in the same directory and is moved into place with os.replace, so a kill at any instant
-leaves either the previous checkpoint or the new one, never a truncated file.
+leaves either the previous checkpoint or the new one, never a truncated file; a full disk leaves the previous
+one and raises CheckpointWriteError naming the file.
+
+Loading never executes code: `torch.load(weights_only=True)` accepts tensors and plain Python containers and
+numbers only, and the checkpoint holds nothing else (seeding.capture_rng_states stores NumPy's RNG state as a
+tensor, so no NumPy type needs allow-listing). Anything else there (a foreign pickle, a truncated file, a
+checkpoint of another config or format) is moved aside with the reason, and the run starts fresh.
+
+One process trains a run at a time: `run_lock` holds an exclusive flock on CKPT_DIR/lock for the whole run.
+The kernel drops it when its holder dies, however it dies: a rerun after a crash never waits on a stale lock.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
+import io
 import logging
 import os
+import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from pdelra.atomic import atomic_path
+from pdelra.errors import UserError
 
 log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint.pt"
-FORMAT_VERSION = 1
+LOCK_NAME = "lock"
+# 2: NumPy's RNG state as a tensor (weights_only loading); version-1 checkpoints are moved aside.
+FORMAT_VERSION = 2
+# errno values that mean "no room": a full disk, a file-size limit (ulimit -f), an exhausted quota.
+NO_SPACE = (errno.ENOSPC, errno.EFBIG, errno.EDQUOT)
+
+
+class CheckpointWriteError(UserError):
+    """A run's file could not be written (full disk, quota, file-size limit); the previous one is intact."""
 
 
 def checkpoint_path(ckpt_dir: Path) -> Path:
@@ -32,9 +56,27 @@ def save_checkpoint(ckpt_dir: Path, state: dict[str, Any]) -> Path:
     """Write `state` (plus the format version) atomically to CKPT_DIR/checkpoint.pt."""
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     target = checkpoint_path(ckpt_dir)
-    with atomic_path(target) as tmp:
-        torch.save({"format_version": FORMAT_VERSION, **state}, tmp)
+    # Serialised in memory first (a few MB), then written by Python: a failed write raises OSError with its
+    # errno (torch's own file writer would mask it behind a RuntimeError about zip positions).
+    buffer = io.BytesIO()
+    torch.save({"format_version": FORMAT_VERSION, **state}, buffer)
+    kept = "the previous checkpoint is intact; rerun to resume from it"
+    with write_guard(target, kept), atomic_path(target) as tmp:
+        tmp.write_bytes(buffer.getbuffer())
     return target
+
+
+@contextmanager
+def write_guard(target: Path, kept: str) -> Iterator[None]:
+    """Turn a failed write of `target` into CheckpointWriteError naming the file, the cause, what is kept."""
+    try:
+        yield
+    except OSError as exc:
+        cause, advice = exc.strerror or str(exc), "fix that and rerun"
+        if exc.errno in NO_SPACE:
+            cause = f"no space ({cause}: disk full, quota or file-size limit)"
+            advice = f"free space under {target.parent} (df -h, quota, ulimit -f) and rerun"
+        raise CheckpointWriteError(f"could not write {target}: {cause}; {kept}; {advice}") from exc
 
 
 def load_checkpoint(ckpt_dir: Path, expected: dict[str, str]) -> dict[str, Any] | None:
@@ -48,11 +90,14 @@ def load_checkpoint(ckpt_dir: Path, expected: dict[str, str]) -> dict[str, Any] 
     if not path.exists():
         return None
     try:
-        # weights_only=False: the checkpoint holds RNG states and plain Python history next to tensors, and it
-        # was written by this code for this run; it is not an untrusted download.
-        state = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # a checkpoint from a different torch/pickle world is not worth crashing for
-        _move_aside(path, f"unreadable ({exc.__class__.__name__}: {exc})")
+        # Tensors and plain Python values only: unpickling anything else raises instead of running it.
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # truncated, foreign pickle, another torch's format: not worth crashing for
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        _move_aside(path, f"unreadable ({exc.__class__.__name__}: {first_line[:200]})")
+        return None
+    if not isinstance(state, dict):
+        _move_aside(path, f"not a checkpoint of this project (a {type(state).__name__})")
         return None
     if state.get("format_version") != FORMAT_VERSION:
         _move_aside(path, f"format version {state.get('format_version')!r} != {FORMAT_VERSION}")
@@ -69,6 +114,43 @@ def remove_checkpoint(ckpt_dir: Path) -> None:
     checkpoint_path(ckpt_dir).unlink(missing_ok=True)
     for leftover in ckpt_dir.glob(".checkpoint-*.tmp"):  # from a process killed mid-write
         leftover.unlink(missing_ok=True)
+
+
+@contextmanager
+def run_lock(ckpt_dir: Path) -> Iterator[bool]:
+    """Hold the run's lock (an exclusive flock on CKPT_DIR/lock) for the duration of the block.
+
+    If another process holds it (a job from a dead Snakemake still running beside its rerun), say who and
+    wait until it is released. Yields True when it had to wait (the other process may have finished the run
+    meanwhile), else False. The kernel releases the lock when its holder exits or is killed; on a shared file
+    system this needs POSIX locks that work across nodes (NFSv4, Lustre, GPFS and BeeGFS have them).
+    """
+    ckpt_dir.mkdir(parents=True, exist_ok=True)
+    lock_file = ckpt_dir / LOCK_NAME
+    with open(lock_file, "a+") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            waited = False
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "another process"
+            log.warning(
+                "%s is locked by %s, which is training this run; waiting until it ends (never two "
+                "processes on one run)",
+                lock_file,
+                holder,
+            )
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # blocks; SIGTERM still ends this process
+            waited = True
+        handle.seek(0)
+        handle.truncate()
+        since = time.strftime("%Y-%m-%dT%H:%M:%S")
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {since}\n")
+        handle.flush()
+        try:
+            yield waited
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _move_aside(path: Path, reason: str) -> None:

@@ -15,6 +15,7 @@ uninterrupted one bit for bit.
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import math
 import time
@@ -27,7 +28,13 @@ import torch.nn.functional as F
 
 from pdelra.atomic import write_json_atomic
 from pdelra.training import batches as B
-from pdelra.training.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
+from pdelra.training.checkpoint import (
+    load_checkpoint,
+    remove_checkpoint,
+    run_lock,
+    save_checkpoint,
+    write_guard,
+)
 from pdelra.training.device import DeviceSetup, setup_device
 from pdelra.training.interrupts import EXIT_INTERRUPTED, InterruptFlag
 from pdelra.training.metrics import (
@@ -86,8 +93,13 @@ def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
 
 def train_run(cfg: RunConfig, data_dir: Path, out_dir: Path, ckpt_dir: Path) -> int:
     """Train one run; returns 0 (completed or diverged, metrics.json written) or EXIT_INTERRUPTED (75)."""
-    with InterruptFlag() as interrupted:
-        return _Trainer(cfg, data_dir, out_dir, ckpt_dir, interrupted).run()
+    # The run's lock first: a second process for the same run (a rerun beside a job of a dead Snakemake)
+    # waits here instead of training beside it.
+    with run_lock(ckpt_dir) as waited, InterruptFlag() as interrupted:
+        trainer = _Trainer(cfg, data_dir, out_dir, ckpt_dir, interrupted)
+        if waited and trainer.finished_elsewhere():
+            return 0
+        return trainer.run()
 
 
 class _Trainer:
@@ -134,6 +146,18 @@ class _Trainer:
         self.last_checkpoint = time.monotonic()
 
     # ----------------------------------------------------------------------------------------- driver
+
+    def finished_elsewhere(self) -> bool:
+        """True when the process we waited for wrote this run's metrics.json (same config and data)."""
+        path = self.out_dir / METRICS_NAME
+        try:
+            done = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return False
+        if {k: done.get(k) for k in self.identity} != self.identity:
+            return False
+        log.info("%s was written by the process this one waited for; nothing left to train", path)
+        return True
 
     def run(self) -> int:
         self._resume()
@@ -312,7 +336,9 @@ class _Trainer:
             self.model.load_state_dict(self.best_weights)
             test_loss, test_accuracy = self._evaluate("test")
         metrics = self._metrics(test_loss, test_accuracy)
-        write_json_atomic(self.out_dir / METRICS_NAME, metrics)
+        self._save_weights()  # before metrics.json, whose presence marks the run (and its weights) complete
+        with write_guard(self.out_dir / METRICS_NAME, f"the checkpoint in {self.ckpt_dir} is kept"):
+            write_json_atomic(self.out_dir / METRICS_NAME, metrics)
         remove_checkpoint(self.ckpt_dir)
         log.info(
             "%s: %s; test accuracy %s at best epoch %s (val %s); %d steps; metrics in %s",
@@ -324,6 +350,17 @@ class _Trainer:
             st.global_step,
             self.out_dir / METRICS_NAME,
         )
+
+    def _save_weights(self) -> None:
+        """model.safetensors: the best-validation weights (the last ones if no validation ever ran)."""
+        from pdelra.training.weights import WEIGHTS_NAME, save_weights
+
+        best = self.best_weights is not None
+        weights = self.best_weights if best else self.model.state_dict()
+        meta = {"weights": "best_validation" if best else "last", "best_epoch": str(self.state.best_epoch)}
+        meta.update(self.identity)
+        with write_guard(self.out_dir / WEIGHTS_NAME, f"the checkpoint in {self.ckpt_dir} is kept"):
+            save_weights(self.out_dir / WEIGHTS_NAME, weights, meta)
 
     def _metrics(self, test_loss: float | None, test_accuracy: float | None) -> dict[str, Any]:
         st, cfg = self.state, self.cfg

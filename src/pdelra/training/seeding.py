@@ -40,9 +40,17 @@ def seed_everything(seeds: Seeds) -> None:
 
 
 def capture_rng_states() -> dict[str, Any]:
+    """Every RNG state as tensors and plain Python values: a checkpoint loads with weights_only=True."""
+    name, key, pos, has_gauss, cached_gaussian = np.random.get_state(legacy=True)
     states: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": {
+            "bit_generator": str(name),
+            "key": torch.from_numpy(np.asarray(key, dtype=np.int64)),  # uint32 words, widened
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached_gaussian),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -52,7 +60,16 @@ def capture_rng_states() -> dict[str, Any]:
 
 def restore_rng_states(states: dict[str, Any]) -> None:
     random.setstate(states["python"])
-    np.random.set_state(states["numpy"])
+    numpy_state = states["numpy"]
+    np.random.set_state(
+        (
+            numpy_state["bit_generator"],
+            numpy_state["key"].numpy().astype(np.uint32),
+            numpy_state["pos"],
+            numpy_state["has_gauss"],
+            numpy_state["cached_gaussian"],
+        )
+    )
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(states["cuda"])
