@@ -52,6 +52,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pdelra.ops import (
+    MULTISCALE_INITS,
+    STENCIL_SCALINGS,
     DiffusionLayer,
     PseudoTimeDiffusion,
     PseudoTimeReactionDiffusion,
@@ -77,8 +79,17 @@ class ModelConfig:
     alpha_init: float = 0.1
     two_tower: bool = False
     cta_steps: int = 3  # pseudo-time steps of the Continuous-Time Attention variants
+    stencil_scaling: str = "unit"  # diffusion layers: "unit" (eq. 6) or "inverse_h2" (eq. 11, Δ_h / h²)
+    multiscale_init: str = "paper"  # "paper": α_init × (1, 0.6, 0.3); "normalised": same ratios, Σ = α_init
+    fused_diffusion: bool = True  # diffusion layers as one compiled operator (pdelra.fused); False = eager
 
     def __post_init__(self) -> None:
+        if self.stencil_scaling not in STENCIL_SCALINGS:
+            choices = ", ".join(STENCIL_SCALINGS)
+            raise ValueError(f"unknown stencil_scaling {self.stencil_scaling!r}; choose one of {choices}")
+        if self.multiscale_init not in MULTISCALE_INITS:
+            choices = ", ".join(MULTISCALE_INITS)
+            raise ValueError(f"unknown multiscale_init {self.multiscale_init!r}; choose one of {choices}")
         if self.variant not in VARIANTS:
             raise ValueError(f"unknown variant {self.variant!r}; choose one of {', '.join(VARIANTS)}")
         if self.scale not in SCALES:
@@ -113,7 +124,7 @@ class HeadDiffusion(nn.Module):
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
-        self.diffusion = DiffusionLayer(cfg.head_dim, SCALES[cfg.scale], cfg.alpha_init)
+        self.diffusion = _diffusion_layer(cfg, cfg.head_dim)
 
     def forward(self, x: Tensor, lengths: Tensor | None = None) -> Tensor:
         return self.diffusion(x)  # heads are never padded: lengths concern the sequence axis
@@ -151,7 +162,19 @@ class ConvectionDiffusionFlow(CoordinateFlow):
 
 
 def _diffusion(norm: bool = True) -> Callable[[ModelConfig], nn.Module]:
-    return lambda cfg: DiffusionLayer(cfg.d_model, SCALES[cfg.scale], cfg.alpha_init, norm=norm)
+    return lambda cfg: _diffusion_layer(cfg, cfg.d_model, norm)
+
+
+def _diffusion_layer(cfg: ModelConfig, channels: int, norm: bool = True) -> DiffusionLayer:
+    return DiffusionLayer(
+        channels,
+        SCALES[cfg.scale],
+        cfg.alpha_init,
+        norm=norm,
+        stencil_scaling=cfg.stencil_scaling,
+        multiscale_init=cfg.multiscale_init,
+        fused=cfg.fused_diffusion,
+    )
 
 
 # variant → {insertion point: operator builder}. Points: "embedding" and "between_blocks" belong to the

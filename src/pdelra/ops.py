@@ -26,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pdelra.fused import fused_diffusion
+
 # Initial weight of each scale relative to the first, in the order the scales are given
 # (paper §3.4: 1 : 0.6 : 0.3).
 PAPER_INIT_RATIO = (1.0, 0.6, 0.3)
@@ -112,17 +114,19 @@ def _neighbour_sum(x: Tensor, h: int, dim: int, lengths: Tensor | None, min_leng
 def _apply_step(
     x: Tensor, alphas: Tensor, scales: Sequence[int], dim: int, lengths: Tensor | None, min_length: int
 ) -> Tensor:
-    """(I + Σ_k α_k Δ_{h_k}) x as one combined stencil, (1 − 2Σα) x + Σ_k α_k (x_{i+h_k} + x_{i−h_k}).
+    """(I + Σ_k α_k Δ_{h_k}) x = x + Σ_k α_k (x_{i+h_k} + x_{i−h_k} − 2 x_i).
 
-    No autograd inside (callers run it under `_EulerStep`); padded positions of the result are 0.
+    Written as x plus Laplacians, not as (1 − 2Σα) x + Σ_k α_k (neighbours): in bf16 the rounded weights of
+    the latter need not sum to 1, which would drift each sequence's mean. No autograd inside (callers run it
+    under `_EulerStep`); padded positions of the result are 0.
     """
     mask = None
     if lengths is not None:
         mask = _valid_mask(lengths, x.shape[dim], dim, x.dim())
         x = x * mask
-    out = x * (1 - 2 * alphas.sum(0))
+    out = x.clone()
     for h, alpha in zip(scales, alphas, strict=True):
-        out.addcmul_(alpha, _neighbour_sum(x, h, dim, lengths, min_length))
+        out.addcmul_(alpha, _neighbour_sum(x, h, dim, lengths, min_length).sub_(x, alpha=2))
     return out if mask is None else out.mul_(mask)
 
 
@@ -149,14 +153,14 @@ class _EulerStep(torch.autograd.Function):
         if lengths is not None:
             mask = _valid_mask(lengths, x.shape[dim], dim, x.dim())
             x, grad = x * mask, grad * mask
-        grad_x = grad * (1 - 2 * alphas.sum(0)) if ctx.needs_input_grad[0] else None
+        grad_x = grad.clone() if ctx.needs_input_grad[0] else None
         grad_alphas = torch.zeros_like(alphas) if ctx.needs_input_grad[1] else None
         for k, h in enumerate(ctx.scales):
-            neighbours = _neighbour_sum(grad, h, dim, lengths, min_length)
+            laplacian_grad = _neighbour_sum(grad, h, dim, lengths, min_length).sub_(grad, alpha=2)
             if grad_x is not None:
-                grad_x.addcmul_(alphas[k], neighbours)
+                grad_x.addcmul_(alphas[k], laplacian_grad)
             if grad_alphas is not None:  # Σ over everything α_k is broadcast over
-                grad_alphas[k] = (x * neighbours.sub_(grad, alpha=2)).sum_to_size(alphas[k].shape)
+                grad_alphas[k] = (x * laplacian_grad).sum_to_size(alphas[k].shape)
         if grad_x is not None and lengths is not None:
             grad_x.mul_(_valid_mask(lengths, x.shape[dim], dim, x.dim()))
         return grad_x, grad_alphas, None, None, None, None
@@ -231,10 +235,26 @@ class StepSizes(nn.Module):
         return ALPHA_BUDGET * torch.softmax(logits, dim=0)[:-1]  # (K, C); float32 even under autocast
 
 
+# Multi-scale initialisations (`model.multiscale_init`): "paper" = alpha_init × (1, 0.6, 0.3) as §3.4 states
+# (Σα = 1.9 alpha_init); "normalised" = the same ratios scaled to sum to alpha_init.
+MULTISCALE_INITS = ("paper", "normalised")
+# Stencil scalings (`model.stencil_scaling`): "unit" = eq. 6, Δ_h, H(ω) = 1 − 4 Σ α_k sin²(ω h_k/2);
+# "inverse_h2" = eq. 11, Δ_h / h², H(ω) = 1 − 4 Σ α_k sin²(ω h_k/2) / h_k².
+STENCIL_SCALINGS = ("unit", "inverse_h2")
+
+
 def initial_alphas(
-    scales: Sequence[int], alpha_init: float, ratio: Sequence[float] | None = None
+    scales: Sequence[int],
+    alpha_init: float,
+    ratio: Sequence[float] | None = None,
+    multiscale_init: str = "paper",
 ) -> list[float]:
-    """α at init: alpha_init for one scale; alpha_init × ratio (paper: 1 : 0.6 : 0.3) for several."""
+    """α at init: alpha_init for one scale; alpha_init × ratio (paper: 1 : 0.6 : 0.3) for several, or with
+    multiscale_init="normalised" the same ratios scaled so that Σα = alpha_init."""
+    if multiscale_init not in MULTISCALE_INITS:
+        raise ValueError(
+            f"unknown multiscale_init {multiscale_init!r}; choose one of {', '.join(MULTISCALE_INITS)}"
+        )
     if len(scales) == 1:
         return [alpha_init]
     ratio = PAPER_INIT_RATIO if ratio is None else ratio
@@ -242,7 +262,23 @@ def initial_alphas(
         raise ValueError(
             f"{len(scales)} scales {tuple(scales)} need an init ratio per scale; got {tuple(ratio)}"
         )
-    return [alpha_init * r for r in ratio[: len(scales)]]
+    used = [float(r) for r in ratio[: len(scales)]]
+    if multiscale_init == "normalised":
+        total = sum(used)
+        used = [r / total for r in used]
+    return [alpha_init * r for r in used]
+
+
+def stencil_weights(scales: Sequence[int], stencil_scaling: str = "unit") -> tuple[float, ...]:
+    """Per-scale factor w_k on α_k in the stencil: 1 ("unit", eq. 6) or 1/h_k² ("inverse_h2", eq. 11).
+
+    w_k ≤ 1, so Σ_k w_k α_k ≤ Σ_k α_k ≤ ½: the step stays non-expansive by construction under either scaling.
+    """
+    if stencil_scaling not in STENCIL_SCALINGS:
+        raise ValueError(
+            f"unknown stencil_scaling {stencil_scaling!r}; choose one of {', '.join(STENCIL_SCALINGS)}"
+        )
+    return tuple(1.0 if stencil_scaling == "unit" else 1.0 / (h * h) for h in scales)
 
 
 def _check_scales(scales: Sequence[int]) -> tuple[int, ...]:
@@ -257,12 +293,17 @@ def _check_scales(scales: Sequence[int]) -> tuple[int, ...]:
 
 
 class DiffusionLayer(nn.Module):
-    """The Adaptive PDE Diffusion Layer: u ← LN(u + Σ_k α_k Δ_{h_k} u) along the sequence axis (paper eq. 9).
+    """The Adaptive PDE Diffusion Layer: u ← LN(u + Σ_k α_k w_k Δ_{h_k} u) along the sequence axis (eq. 9).
 
     x: (batch, length, channels), or any (…, length, channels) when `lengths` is None. α is learnable per
-    scale and per channel, initialised at `initial_alphas(scales, alpha_init)`, and always admissible
-    (`StepSizes`). With `norm=False` the layer is the bare Euler step (used where rows must stay probability
+    scale and per channel, initialised at `initial_alphas(scales, alpha_init, init_ratio, multiscale_init)`,
+    and always admissible (`StepSizes`); w_k = `stencil_weights(scales, stencil_scaling)` (1, or 1/h_k²).
+    With `norm=False` the layer is the bare Euler step (used where rows must stay probability
     distributions). Padded positions leave the layer as 0.
+
+    `fused=True` runs the step, LayerNorm and mask as one operator (`pdelra.fused`: one compiled pass
+    forward, one backward); `fused=False` is the eager reference (`diffusion_step`, `nn.LayerNorm`, mask).
+    Both hold the same parameters and compute the same function.
     """
 
     def __init__(
@@ -272,18 +313,44 @@ class DiffusionLayer(nn.Module):
         alpha_init: float = 0.1,
         norm: bool = True,
         init_ratio: Sequence[float] | None = None,
+        stencil_scaling: str = "unit",
+        multiscale_init: str = "paper",
+        fused: bool = False,
     ) -> None:
         super().__init__()
         self.scales = _check_scales(scales)
-        self.step_sizes = StepSizes(initial_alphas(self.scales, alpha_init, init_ratio), d_model)
+        self.stencil_scaling, self.fused = stencil_scaling, fused
+        self.register_buffer(
+            "weights", torch.tensor(stencil_weights(self.scales, stencil_scaling))[:, None], persistent=False
+        )  # (K, 1)
+        init = initial_alphas(self.scales, alpha_init, init_ratio, multiscale_init)
+        self.step_sizes = StepSizes(init, d_model)
         self.norm = nn.LayerNorm(d_model) if norm else None
 
     def alphas(self) -> Tensor:
         """Effective α, shape (num_scales, channels)."""
         return self.step_sizes()
 
+    def coefficients(self) -> Tensor:
+        """The stencil's coefficients c_k = α_k w_k, (num_scales, channels), float32."""
+        alphas = self.alphas()
+        return alphas if self.stencil_scaling == "unit" else alphas * self.weights.to(alphas.dtype)
+
     def forward(self, x: Tensor, lengths: Tensor | None = None) -> Tensor:
-        u = diffusion_step(x, self.alphas().to(x.dtype), self.scales, dim=-2, lengths=lengths)
+        coef = self.coefficients()
+        if self.fused:
+            norm = self.norm
+            return fused_diffusion(
+                x,
+                coef,
+                self.scales,
+                lengths,
+                None if norm is None else norm.weight,
+                None if norm is None else norm.bias,
+                1e-5 if norm is None else norm.eps,
+                normalise=norm is not None,
+            )
+        u = diffusion_step(x, coef, self.scales, dim=-2, lengths=lengths)
         if self.norm is not None:
             u = self.norm(u)
         if lengths is not None:
@@ -292,7 +359,10 @@ class DiffusionLayer(nn.Module):
         return u
 
     def extra_repr(self) -> str:
-        return f"scales={self.scales}, norm={self.norm is not None}"
+        return (
+            f"scales={self.scales}, norm={self.norm is not None}, stencil_scaling={self.stencil_scaling!r}, "
+            f"fused={self.fused}"
+        )
 
 
 # ----------------------------------------------------------------------------------------------------------

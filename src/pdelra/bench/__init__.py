@@ -12,6 +12,7 @@ import importlib
 # subcommand name -> module providing add_arguments(parser) and run(args) -> int
 BENCHMARKS = {
     "train-step": "pdelra.bench.train_step",
+    "layer": "pdelra.bench.layer",
     "preprocess": "pdelra.bench.preprocess",
 }
 
@@ -19,7 +20,7 @@ BENCHMARKS = {
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="run a benchmark (train-step overhead of each diffusion position, preprocessing throughput)",
+        help="run a benchmark (train-step overhead per diffusion position, the layer alone, preprocessing)",
         description=__doc__,
     )
     benches = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
