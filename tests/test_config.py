@@ -179,3 +179,81 @@ def test_config_readme_documents_every_schema_key() -> None:
     collect(SCHEMA)
     missing = sorted(k for k in keys if not re.search(rf"`{re.escape(k)}`", readme))
     assert not missing, f"config/README.md does not document: {missing}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Bad input a new user meets: each stops the dry run with one clear line, no traceback
+# ---------------------------------------------------------------------------------------------------------
+def _no_traceback(message: str) -> None:
+    assert "Traceback" not in message and 'File "' not in message, message
+
+
+def test_models_that_cannot_be_built_as_configured_are_refused_before_any_job(tmp_path: Path) -> None:
+    """between_layers with one block would train the baseline; 16 % 3 heads would fail every job on Slurm."""
+    config = load_config("tiny")  # n_layers: 1
+    config["grids"]["main"]["variants"] = ["none", "between_layers"]
+    config["tasks"]["retrieval"]["model"] = {"n_heads": 3, "n_layers": 2}
+    message = _dry_run_error(tmp_path, config)
+    assert (
+        "grids.main: task listops (defaults.model < tasks.listops.model): variant 'between_layers' puts its "
+        "operator at between_blocks, which a model with n_layers=1 does not have: it needs n_layers ≥ 2"
+    ) in message
+    assert (
+        "task retrieval (defaults.model < tasks.retrieval.model): "
+        "d_model (16) must be divisible by n_heads (3)" in message
+    )
+    _no_traceback(message)
+
+
+def test_yaml_pitfalls_get_hints(tmp_path: Path) -> None:
+    """3e-3 is text in YAML 1.1; a renamed key is shown beside the key it replaced."""
+    config = load_config("tiny")
+    config["defaults"]["train"]["lr"] = "3e-3"
+    config["grids"]["main"]["seed"] = config["grids"]["main"].pop("seeds")
+    message = _dry_run_error(tmp_path, config)
+    assert (
+        "'defaults.train.lr' must be of type number, got '3e-3' (YAML reads 3e-3 as text: write 3.0e-3"
+        in (message)
+    )
+    assert "'grids.main' is missing a required key: 'seeds' (beside it is the unknown key 'seed'" in message
+    _no_traceback(message)
+
+
+def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
+    workspace = make_workspace(tmp_path / "ws", load_config("tiny"))
+    path = workspace / "config" / "config.yaml"
+    lines = path.read_text().splitlines()
+    lines.insert(3, "  source generated: [")  # line 4
+    path.write_text("\n".join(lines) + "\n")
+    proc = run_snakemake(workspace, "-n", timeout=60)
+    message = proc.stdout + proc.stderr
+    assert proc.returncode != 0
+    assert re.search(r"Invalid config: config/config\.yaml:\d+:\d+: not valid YAML", message), message
+    _no_traceback(message)
+
+
+def test_grids_have_user_names_and_variants_come_from_the_model(tmp_path: Path) -> None:
+    """A grid is any named set; the allowed variants are pdelra.model.VARIANTS, not a copy in the schema."""
+    from pdelra.model import VARIANTS
+
+    config = load_config("tiny")
+    config["grids"] = {"my-sweep": config["grids"]["main"]}
+    config["run_grids"] = ["my-sweep"]
+    runs = _train_commands(make_workspace(tmp_path / "ok", config))
+    assert len(runs) == 4
+
+    config["grids"]["my-sweep"]["variants"] = ["after_everything"]
+    message = _dry_run_error(tmp_path / "bad", config)
+    assert f"allowed values: {', '.join(VARIANTS)}" in message
+    assert "enum" not in SCHEMA["definitions"]["variant"], "the variant names have one source: VARIANTS"
+
+
+def test_real_data_without_downloads_is_refused_by_name(tmp_path: Path) -> None:
+    config = load_config("tiny")
+    config["data"]["source"] = "real"
+    message = _dry_run_error(tmp_path, config)
+    assert (
+        "data.source is real, so data.downloads.lra_release (url, md5) is needed "
+        "for task(s) listops, retrieval" in message
+    )
+    _no_traceback(message)

@@ -98,6 +98,13 @@ class ModelConfig:
             raise ValueError(f"n_layers must be ≥ 0, got {self.n_layers}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
+        absent = [point for point in VARIANTS[self.variant] if point_count(point, self.n_layers) == 0]
+        if absent:  # the variant would silently train the plain baseline
+            needs = max(min_layers(point) for point in absent)
+            raise ValueError(
+                f"variant {self.variant!r} puts its operator at {', '.join(absent)}, which a model with "
+                f"n_layers={self.n_layers} does not have: it needs n_layers ≥ {needs}"
+            )
         for name in ("vocab_size", "num_classes", "max_length", "d_model", "n_heads", "d_mlp", "cta_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
@@ -216,6 +223,20 @@ def _check_variants() -> None:
 
 
 _check_variants()
+
+
+def min_layers(point: str) -> int:
+    """Fewest blocks a model needs to have insertion point `point` (between_blocks needs a pair of blocks)."""
+    return {"embedding": 0, "between_blocks": 2}.get(point, 1)
+
+
+def point_count(point: str, n_layers: int) -> int:
+    """How many operators a model of n_layers blocks has at insertion point `point`."""
+    if point == "embedding":
+        return 1
+    if point == "between_blocks":
+        return max(n_layers - 1, 0)
+    return n_layers  # one per block
 
 
 def _point(cfg: ModelConfig, name: str) -> nn.Module:

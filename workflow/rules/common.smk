@@ -2,6 +2,7 @@
 
 import json
 import re
+import sys
 from itertools import product
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import yaml
 from snakemake.utils import validate
 
 from pdelra import runs as run_layout
+from pdelra.model import VARIANTS, ModelConfig
 
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 PDELRA_ENV = "../../envs/pdelra.yaml"
@@ -17,8 +19,29 @@ REPORT_NOTEBOOK = "workflow/notebooks/report.ipynb"
 
 
 # ----------------------------------------------------------------------------------------------------
-# Validation: fail before any job with a message that names the key and the allowed values.
+# Validation: fail before any job with a message that names the key and the allowed values. Errors are
+# printed without a traceback (it would only show lines of this file) and stop Snakemake with status 1.
 # ----------------------------------------------------------------------------------------------------
+# YAML 1.1 (PyYAML, Snakemake) reads 3e-3 as text; 3.0e-3 is a number.
+_YAML11_FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
+
+
+def config_error(problems):
+    """Print every problem of the config (a line each) and stop before the DAG is built."""
+    files = ", ".join(map(str, workflow.configfiles)) or "config"
+    lines = "\n".join(f"  - {problem}" for problem in problems)
+    print(f"Invalid config ({files}):\n{lines}", file=sys.stderr)
+    sys.exit(1)
+
+
+def load_schema():
+    """The config schema, with the variant names taken from pdelra.model.VARIANTS (their one source)."""
+    with open(SCHEMA) as f:
+        schema = yaml.safe_load(f)
+    schema["definitions"]["variant"]["enum"] = list(VARIANTS)
+    return schema
+
+
 def _key_path(error):
     """'grids.main.variants[2]' for an error at that place in the config."""
     path = ""
@@ -27,33 +50,46 @@ def _key_path(error):
     return path or "(top level)"
 
 
-def _explain(error):
+def _unknown_keys(error):
+    return sorted(set(error.instance) - set(error.schema.get("properties", {})))
+
+
+def _explain(error, unknown_beside):
     where = _key_path(error)
     schema = error.schema
     if error.validator == "additionalProperties":
         allowed = sorted(schema.get("properties", {}))
-        unknown = sorted(set(error.instance) - set(allowed))
-        unknown = ", ".join(map(repr, unknown))
+        unknown = ", ".join(map(repr, _unknown_keys(error)))
         return f"unknown key(s) {unknown} in {where!r}; allowed keys: {', '.join(allowed)}"
     if error.validator == "enum":
         return f"{where!r} is {error.instance!r}; allowed values: {', '.join(map(str, schema['enum']))}"
     if error.validator == "type":
-        return f"{where!r} must be of type {error.validator_value}, got {error.instance!r}"
+        message = f"{where!r} must be of type {error.validator_value}, got {error.instance!r}"
+        if isinstance(error.instance, str) and _YAML11_FLOAT_TEXT.fullmatch(error.instance):
+            fixed = re.sub(r"^([-+]?\d+)([eE])", r"\1.0\2", error.instance)
+            message += f" (YAML reads {error.instance} as text: write {fixed}, with a decimal point)"
+        return message
     if error.validator == "required":
-        return f"{where!r} is missing a required key: {error.message.split(' is a required')[0]}"
+        missing = error.message.split(" is a required")[0]
+        message = f"{where!r} is missing a required key: {missing}"
+        if unknown_beside.get(where):
+            beside = ", ".join(map(repr, unknown_beside[where]))
+            message += f" (beside it is the unknown key {beside}: renamed or misspelt?)"
+        return message
+    if error.validator == "propertyNames":
+        return f"{where!r}: the name {error.instance!r} does not match {error.validator_value.get('pattern')}"
     return f"{where!r}: {error.message}"
 
 
 def check_config(cfg):
-    """Raise a ValueError listing every schema violation in plain words."""
-    with open(SCHEMA) as f:
-        schema = yaml.safe_load(f)
-    validator = jsonschema.Draft202012Validator(schema)
+    """Stop with every schema violation listed in plain words."""
+    validator = jsonschema.Draft202012Validator(load_schema())
     errors = sorted(validator.iter_errors(cfg), key=lambda e: list(map(str, e.absolute_path)))
+    unknown_beside = {
+        _key_path(e): _unknown_keys(e) for e in errors if e.validator == "additionalProperties"
+    }
     if errors:
-        files = ", ".join(map(str, workflow.configfiles)) or "config"
-        lines = "\n".join(f"  - {_explain(e)}" for e in errors)
-        raise ValueError(f"Invalid config ({files}):\n{lines}")
+        config_error([_explain(e, unknown_beside) for e in errors])
 
 
 check_config(config)
@@ -77,7 +113,10 @@ def selected_settings():
     return run_layout.merge_settings(config["grids"], config["run_grids"])
 
 
-SETTINGS = selected_settings()
+try:
+    SETTINGS = selected_settings()
+except ValueError as err:
+    config_error([str(err)])
 
 
 def selected_runs():
@@ -92,7 +131,10 @@ def selected_runs():
     return sorted(runs)
 
 
-RUNS = selected_runs()
+try:
+    RUNS = selected_runs()
+except ValueError as err:
+    config_error([str(err)])
 
 
 RUN_PATTERN = run_layout.RUN_PATTERN  # {task}/{variant}/{scale}/{setting}/seed{seed}: rule wildcards
@@ -187,6 +229,45 @@ def parent_dir(path):
 
 def manifest(task):
     return f"{PROCESSED}/{task}/manifest.json"
+
+
+# ----------------------------------------------------------------------------------------------------
+# What the schema cannot see: each selected run's model must exist as configured (else a variant could
+# silently train the baseline, or every job fail on the cluster), and real data needs its downloads.
+# ----------------------------------------------------------------------------------------------------
+def model_problems():
+    """One line per (grid, task, variant, setting) whose model ModelConfig refuses (its own checks)."""
+    problems = {}
+    for name in config["run_grids"]:
+        grid = config["grids"][name]
+        settings = run_layout.grid_settings(grid)
+        for task, variant, scale, setting in product(grid["tasks"], grid["variants"], grid["scales"], settings):
+            model = {**_merged("model", task), **SETTINGS[setting]["model"]}
+            try:
+                ModelConfig(vocab_size=2, num_classes=2, max_length=1, variant=variant, scale=scale, **model)
+            except (TypeError, ValueError) as err:
+                where = f"grids.{name}: task {task} (defaults.model < tasks.{task}.model"
+                where += f" < setting {setting})" if setting != run_layout.BASE_SETTING else ")"
+                problems.setdefault(str(err), where)
+    return [f"{where}: {message}" for message, where in problems.items()]
+
+
+def data_problems():
+    if config["data"]["source"] != "real":
+        return []
+    tasks = {task for task, *_ in RUNS}
+    downloads = config["data"].get("downloads") or {}
+    return [
+        f"data.source is real, so data.downloads.{source} (url, md5) is needed for task(s) "
+        f"{', '.join(sorted(tasks & set(of)))}; or set data.source: generated"
+        for source, of in TASKS_OF_SOURCE.items()
+        if tasks & set(of) and source not in downloads
+    ]
+
+
+_problems = model_problems() + data_problems()
+if _problems:
+    config_error(_problems)
 
 
 wildcard_constraints:
