@@ -125,8 +125,8 @@ def extract(source: str, archive: Path, out: Path) -> dict[str, int]:
 
 
 def _extract_lra(archive: Path, out: Path) -> dict[str, int]:
-    from pdelra.data import pathfinder
     from pdelra.atomic import atomic_dir
+    from pdelra.data import pathfinder
 
     kept = {"listops": 0, "retrieval": 0, "pathfinder": 0}
     collector = pathfinder.Collector()

@@ -35,7 +35,9 @@ def resolve_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
     allowed = DEFAULTS[task]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
-        raise DataError(None, f"unknown generation setting(s) {unknown} for {task}; allowed: {sorted(allowed)}")
+        raise DataError(
+            None, f"unknown generation setting(s) {unknown} for {task}; allowed: {sorted(allowed)}"
+        )
     resolved = dict(allowed)
     for key, value in params.items():
         kind = type(allowed[key])

@@ -6,6 +6,7 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
+
 def file_digest(path: Path, algorithm: str = "sha256") -> str:
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, algorithm).hexdigest()

@@ -8,6 +8,7 @@ the manifest last.
 from __future__ import annotations
 
 import logging
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -36,13 +37,26 @@ def preprocess(
         raise DataError(None, f"unknown task {task!r}; tasks are {sorted(TASKS)}")
     if not raw.is_dir():
         raise DataError(raw, f"raw folder for {task} not found")
+    if not any(raw.iterdir()):
+        raise DataError(
+            raw, f"raw folder for {task} is empty: rerun the step that fills it (fetch/extract or generate)"
+        )
     max_length = DEFAULT_MAX_LENGTH[task] if max_length is None else max_length
     if max_length < 1:
         raise DataError(None, f"--max-length must be positive, got {max_length}")
+    created = not out.exists()
     store.begin_task(out)
-    manifest = TASKS[task](raw, out, max_length, seed)
-    manifest = {"task": task, "max_length": max_length, "vocab": None, **manifest}
-    store.write_manifest(out, manifest)
+    try:
+        manifest = TASKS[task](raw, out, max_length, seed)
+        empty = [split for split, count in manifest["counts"].items() if count == 0]
+        if empty:  # training would report accuracy 0.0 on nothing, or fail on the empty split
+            raise DataError(raw, f"{task}: split(s) {', '.join(empty)} have no rows ({manifest['counts']})")
+        manifest = {"task": task, "max_length": max_length, "vocab": None, **manifest}
+        store.write_manifest(out, manifest)
+    except BaseException:
+        if created:  # a failed first run leaves nothing behind (a rerun's folder still lacks its manifest)
+            shutil.rmtree(out, ignore_errors=True)
+        raise
     log.info("%s: wrote %s to %s", task, manifest["counts"], out)
     return manifest
 
@@ -193,6 +207,7 @@ def _text(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
 
 def _retrieval(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
     counts, truncated, files = {}, {}, []
+    skipped: list[dict[str, str]] = []
     for split, name in retrieval.SPLIT_FILES.items():
         path = raw / name
         if not path.is_file():
@@ -213,9 +228,14 @@ def _retrieval(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, An
             lengths = np.zeros((2, capacity), dtype=np.int32)
             block = np.zeros((2, ROWS_PER_BLOCK, max_length), dtype=bytes_codec.DTYPE)
             filled, row = 0, 0
-            for _, label, text1, text2 in progress(
+            for line, label, text1, text2 in progress(
                 retrieval.read_pairs(path), f"retrieval {split}", capacity
             ):
+                if not text1 or not text2:  # no tokens to attend to: skipped, named by file and line
+                    which = " and ".join(n for n, t in (("text1", text1), ("text2", text2)) if not t)
+                    skipped.append({"file": name, "line": str(line), "reason": f"empty document ({which})"})
+                    log.warning("%s:%d: empty document (%s): row skipped", path, line, which)
+                    continue
                 for doc, data in enumerate((text1, text2)):
                     lengths[doc, row], was_cut = bytes_codec.encode_into(data, block[doc, filled])
                     cut += was_cut
@@ -241,7 +261,7 @@ def _retrieval(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, An
         counts[split], truncated[split] = row, cut
     return {
         "vocab_size": bytes_codec.VOCAB_SIZE, "num_classes": retrieval.NUM_CLASSES, "counts": counts,
-        "truncated": truncated, "skipped": {"count": 0, "items": []}, "pad_id": 0,
+        "truncated": truncated, "skipped": {"count": len(skipped), "items": skipped}, "pad_id": 0,
         "input_hash": inputs_hash(raw, files),
         "notes": ["Byte-level per document: token = byte + 1, 0 = padding. Splits as released "
                   "(train / eval → val / test). `truncated` counts documents (either of a pair)."],
@@ -264,7 +284,9 @@ def _pixels_manifest(counts: dict[str, int], skipped: list[dict[str, str]], hash
 
 def _check_pixels(task: str, max_length: int) -> None:
     if max_length != 1024:
-        raise DataError(None, f"{task} images are 32×32 = 1024 pixels; --max-length {max_length} would cut them")
+        raise DataError(
+            None, f"{task} images are 32×32 = 1024 pixels; --max-length {max_length} would cut them"
+        )
 
 
 def _write_pixels(out: Path, split: str, images: np.ndarray, labels: np.ndarray) -> None:

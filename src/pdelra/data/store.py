@@ -14,12 +14,9 @@ the manifest is removed before a rewrite starts, so a reader never sees a half-w
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
