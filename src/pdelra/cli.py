@@ -12,6 +12,7 @@ import importlib
 import logging
 import sys
 
+from pdelra import __version__
 from pdelra.errors import UserError
 
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with `set_defaults(func=...)`.
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("--version", action="version", version=f"pdelra {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(subparsers)

@@ -6,7 +6,7 @@ For each shape (B, L, d) and scale, three things are timed interleaved in one pr
 with a fixed output gradient. Each layer's ratio in a round is its time over the mean of the two LayerNorm
 times around it; the median over rounds is reported. Warm-up rounds (untimed) compile the fused operator.
 
-Goals (issue 11): fused ≤ 1.5× LayerNorm at one scale, ≤ 2× at multi-scale.
+Goals: fused ≤ 1.5× LayerNorm at one scale, ≤ 2× at multi-scale.
 """
 
 from __future__ import annotations

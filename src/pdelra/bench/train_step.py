@@ -6,7 +6,7 @@ each variant's ratio is its step time over the mean of the two `none` steps arou
 rounds is reported. The diffusion layer alone (forward + backward at the same shape) is timed the same way
 and reported as a share of a `none` step.
 
-Goals (issue 2): after_embedding ≤ 1.01×, single-scale per-block positions ≤ 1.03×,
+Goals: after_embedding ≤ 1.01×, single-scale per-block positions ≤ 1.03×,
 multi-scale per-block ≤ 1.06×.
 """
 
