@@ -106,7 +106,8 @@ def read_run(path: Path) -> dict[str, Any]:
         raise MetricsError(f"{path}: metrics file does not exist") from exc
     except json.JSONDecodeError as exc:
         raise MetricsError(
-            f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg})"
+            f"{path}: line {exc.lineno} column {exc.colno}: not valid JSON ({exc.msg}); Snakemake counts "
+            f"it as done, so remove it (rm {path}) and rerun snakemake to train that run again"
         ) from exc
     if not isinstance(metrics, dict):
         raise MetricsError(f"{path}: expected a JSON object, got {type(metrics).__name__}")
