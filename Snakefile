@@ -42,6 +42,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/diagnose.smk"
+include: "workflow/rules/lm.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/version.smk"
 

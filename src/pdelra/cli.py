@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES = (
     "pdelra.report",  # report
     "pdelra.versioning",  # version
     "pdelra.bench",  # bench
+    "pdelra.lm.cli",  # lm prepare | train | aggregate (PhysQK-AD's LM experiment)
 )
 
 

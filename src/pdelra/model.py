@@ -32,6 +32,8 @@ Choices the papers leave open
   and wave are linear in A, so they act on V and keep fused attention (wave: leapfrog from rest).
   Reaction–diffusion uses a logistic reaction ρA(1−A) and row renormalisation; it is nonlinear in A, so that
   variant MATERIALISES the L × L attention matrix (O(L²) memory), the one exception to fused attention.
+  Advection–diffusion (∂A/∂t = αΔA + β∂ₓA, central difference, `pdelra.pde_schemes`) is linear in A too and
+  acts on V as Mᵀ; |β| < 2α and Σα < ½ by construction keep every evolved row a probability distribution.
 - PhysQK / PhysQK-AD: token coordinates r (batch, length, d_model) start as the embedding output x₀ (every
   token starts at its embedded position). In each block, r is transported by the block's own attention
   weights (per head, r split across heads like V, appended to V so one fused call gives A·r), then
@@ -59,6 +61,7 @@ from pdelra.ops import (
     PseudoTimeReactionDiffusion,
     PseudoTimeWave,
 )
+from pdelra.pde_schemes import PseudoTimeAdvectionDiffusion
 
 SCALES: dict[str, tuple[int, ...]] = {"h1": (1,), "h2": (2,), "h4": (4,), "multi": (1, 2, 4)}
 
@@ -201,6 +204,11 @@ VARIANTS: dict[str, dict[str, Callable[[ModelConfig], nn.Module]]] = {
     },
     "cta_wave": {
         "attn_values": lambda c: PseudoTimeWave(c.d_model, SCALES[c.scale], c.alpha_init, c.cta_steps)
+    },
+    "cta_advection_diffusion": {
+        "attn_values": lambda c: PseudoTimeAdvectionDiffusion(
+            c.d_model, SCALES[c.scale], c.alpha_init, c.cta_steps
+        )
     },
     "cta_reaction_diffusion": {
         "attn_probs": lambda c: PseudoTimeReactionDiffusion(
@@ -438,4 +446,8 @@ class LRAClassifier(nn.Module):
             for name, module in self.diffusion_layers().items():
                 a = module.alphas().float()
                 summary[name] = {"mean": a.mean().item(), "min": a.min().item(), "max": a.max().item()}
+                # Per scale (rows of α), mean over channels: the report's learned transfer function H(ω).
+                summary[name]["per_scale"] = [row.mean().item() for row in a.reshape(a.shape[0], -1)]
+                if hasattr(module, "scales"):
+                    summary[name]["scales"] = [int(h) for h in module.scales]
         return summary

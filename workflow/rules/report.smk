@@ -12,6 +12,7 @@ rule aggregate:
         multiscale=f"{RESULTS}/tables/multiscale.csv",
         cost=f"{RESULTS}/tables/cost.csv",
         alpha=f"{RESULTS}/tables/alpha.csv",
+        settings=f"{RESULTS}/tables/settings.csv",
     params:
         out=lambda wildcards, output: parent_dir(output.runs),
     log:
@@ -28,6 +29,7 @@ rule report:
     input:
         tables=rules.aggregate.output,
         diagnostics=rules.diagnostics_table.output,  # read from the same tables folder
+        lm=LM_TABLES,  # PhysQK-AD's LM (workflow/rules/lm.smk); none without an `lm` section
         notebook=REPORT_NOTEBOOK,
     output:
         notebook=f"{RESULTS}/report/report.ipynb",

@@ -1,0 +1,1 @@
+"""PhysQK-AD's own experiment: a causal byte-level language model (data, model, trainer, tables)."""

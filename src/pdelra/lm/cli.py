@@ -1,0 +1,71 @@
+"""`pdelra lm {prepare, train, aggregate}`: PhysQK-AD's byte-level language-model experiment."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("pdelra.lm")
+
+
+def _prepare(args: argparse.Namespace) -> int:
+    from pdelra.lm.data import prepare
+
+    prepare(
+        args.corpus,
+        args.raw,
+        args.out,
+        window=args.window,
+        val_fraction=args.val_fraction,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        max_documents=args.max_documents,
+    )
+    return 0
+
+
+def _train(args: argparse.Namespace) -> int:
+    from pdelra.data.errors import DataError
+    from pdelra.training.runconfig import RunConfigError
+
+    try:
+        from pdelra.lm.trainer import train_from_args
+
+        return train_from_args(args.run_config, args.data, args.out, args.checkpoint_dir)
+    except (RunConfigError, DataError) as exc:
+        log.error("%s", exc)
+        return 2
+
+
+def register(subparsers: Any) -> None:
+    from pdelra.lm import aggregate
+
+    parser = subparsers.add_parser("lm", help="PhysQK-AD's byte-level LM: prepare, train, aggregate")
+    sub = parser.add_subparsers(dest="lm_command", metavar="STEP", required=True)
+
+    prep = sub.add_parser("prepare", help="split a raw text corpus by document and pack byte windows")
+    prep.add_argument("corpus", choices=("text", "retrieval"), help="IMDb reviews (text) or AAN (retrieval)")
+    prep.add_argument("--raw", type=Path, required=True, help="the corpus's raw folder (data/raw/TASK)")
+    prep.add_argument("--out", type=Path, required=True, help="processed folder (data/processed/lm_TASK)")
+    prep.add_argument("--window", type=int, default=128, help="tokens per training window (seed: 128)")
+    prep.add_argument("--val-fraction", type=float, default=0.05)
+    prep.add_argument("--test-fraction", type=float, default=0.05)
+    prep.add_argument("--seed", type=int, default=0, help="seed of the document split")
+    prep.add_argument("--max-documents", type=int, default=None, help="use only the first N documents")
+    prep.set_defaults(func=_prepare)
+
+    train = sub.add_parser("train", help="train one LM run and write its metrics.json (exit 75: resume)")
+    train.add_argument(
+        "--run-config",
+        required=True,
+        metavar="FILE_OR_JSON",
+        help="task lm_CORPUS, variant (condition), scale, setting, seed, model, train",
+    )
+    train.add_argument("--data", type=Path, required=True, help="processed LM folder (pdelra lm prepare)")
+    train.add_argument("--out", type=Path, required=True, help="run folder for metrics.json")
+    train.add_argument("--checkpoint-dir", type=Path, required=True, help="checkpoint folder")
+    train.set_defaults(func=_train)
+
+    aggregate.register(sub)
