@@ -1,9 +1,15 @@
 """`pdelra report`: execute the report notebook on the result tables (papermill) and render it to HTML.
 
 The report folder holds `report.ipynb` (executed, with outputs), `report.html` (code cells hidden),
-`figures/*.png` and `tables/*.csv` written by the notebook, and `index.html`, a landing page linking them.
-Everything is built in a staging folder beside `--out` and swapped in at the end, so a failed or interrupted
-report never leaves a half-written folder behind.
+`figures/*.{png,pdf}` and `tables/*.{csv,md,tex}` written by the notebook (their captions in
+`artifacts.json`), `tables/claims.csv` (the verdict per claim, `pdelra.claims`) and `index.html`, a landing
+page with the verdicts at the top and every figure and table with its caption. Everything is built in a
+staging folder beside `--out` and swapped in at the end, so a failed or interrupted report never leaves a
+half-written folder behind.
+
+`pdelra report --partial --runs results/X/runs` renders the same report from whatever metrics.json exist
+now (a grid still running): it aggregates them into the report folder's own `source-tables/` and writes
+to `results/X/report-partial/` by default, so the workflow's own tables and report are never touched.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import argparse
 import html
 import logging
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -70,32 +78,131 @@ def render_html(executed: Path, html_path: Path) -> None:
     html_path.write_text(body, encoding="utf-8")
 
 
-def _links(folder: Path, pattern: str) -> str:
-    items = sorted(folder.glob(pattern))
-    if not items:
-        return "<li><em>none</em></li>"
-    return "\n".join(
-        f'<li><a href="{html.escape(p.relative_to(folder.parent).as_posix())}">{html.escape(p.name)}</a></li>'
-        for p in items
+VERDICT_COLOURS = {
+    "reproduced": "#1a9850",
+    "contradicted": "#d73027",
+    "inconclusive": "#fdae61",
+    "not run": "#bdbdbd",
+}
+
+
+def _claims_html(claims_csv: Path) -> str:
+    """The verdict counts and the headline claims (Table 11's per-cell signs summarised in one line)."""
+    import pandas as pd
+
+    if not claims_csv.is_file():
+        return "<p><em>No claims table (claims.csv) was written.</em></p>"
+    claims = pd.read_csv(claims_csv)
+    counts = claims["verdict"].value_counts()
+    badges = " ".join(
+        f'<span class="badge" style="background:{colour}">{counts.get(v, 0)} {html.escape(v)}</span>'
+        for v, colour in VERDICT_COLOURS.items()
+    )
+    signs = claims[claims["claim_id"].str.startswith("table11_sign_")]
+    head = claims[~claims["claim_id"].str.startswith("table11_sign_")]
+
+    def num(x: float) -> str:
+        return "—" if pd.isna(x) else (f"{x:+.4f}" if abs(x) < 1 else f"{x:+.2f}")
+
+    rows = []
+    for _, c in head.iterrows():
+        ci = "—" if pd.isna(c["ci_low"]) else f"[{num(c['ci_low'])}, {num(c['ci_high'])}]"
+        colour = VERDICT_COLOURS.get(c["verdict"], "#fff")
+        rows.append(
+            f"<tr><td><code>{html.escape(c['claim_id'])}</code></td><td>{html.escape(str(c['claim']))}</td>"
+            f'<td class="n">{num(c["paper_effect"])}</td><td class="n">{num(c["effect"])}</td>'
+            f'<td class="n">{ci}</td><td class="n">{int(c["n"])}</td>'
+            f'<td style="background:{colour}"><strong>{html.escape(c["verdict"])}</strong></td></tr>'
+        )
+    sign_counts = ", ".join(f"{n} {html.escape(v)}" for v, n in signs["verdict"].value_counts().items())
+    sign_line = (
+        f"<p>Table 11, sign of each position's gain over the baseline per task ({len(signs)} claims): "
+        f"{sign_counts}.</p>"
+        if len(signs)
+        else ""
+    )
+    return f"""<p class="badges">{len(claims)} claims: {badges}</p>
+<table id="claims"><thead><tr><th>claim</th><th>statement</th><th>paper</th><th>ours</th><th>95 % CI</th>
+<th>n</th><th>verdict</th></tr></thead><tbody>
+{"".join(rows)}
+</tbody></table>
+{sign_line}
+<p>Effects are differences in test accuracy (Kendall τ for rankings, percentage points of step time for
+costs); CIs are paired by seed. The rule is stated in the report's first section; every claim with its
+method and details: <a href="tables/claims.csv">tables/claims.csv</a>.</p>"""
+
+
+def _artifacts_html(report_dir: Path) -> str:
+    from pdelra.reporting.io import read_artifacts
+
+    entries = read_artifacts(report_dir)
+    figures = [e for e in entries if e["kind"] == "figure"]
+    tables = [e for e in entries if e["kind"] == "table"]
+    figure_items = []
+    for e in figures:
+        png = next((f for f in e["files"] if f.endswith(".png")), None)
+        links = " · ".join(
+            f'<a href="{html.escape(f)}">{html.escape(Path(f).suffix[1:].upper())}</a>' for f in e["files"]
+        )
+        thumb = (
+            f'<a href="{html.escape(png)}"><img src="{html.escape(png)}" alt="{html.escape(e["name"])}"></a>'
+        )
+        figure_items.append(
+            f"<figure>{thumb if png else ''}"
+            f"<figcaption>{html.escape(e['caption'])} ({links})</figcaption></figure>"
+        )
+    table_items = []
+    for e in tables:
+        links = " · ".join(
+            f'<a href="{html.escape(f)}">{html.escape(Path(f).suffix[1:].upper())}</a>' for f in e["files"]
+        )
+        table_items.append(
+            f"<li><code>{html.escape(e['name'])}</code>: {html.escape(e['caption'])} ({links})</li>"
+        )
+    return (
+        "<h2>Figures</h2>"
+        + (
+            '<div class="figures">' + "\n".join(figure_items) + "</div>"
+            if figure_items
+            else "<p><em>none</em></p>"
+        )
+        + "<h2>Tables</h2>"
+        + ("<ul>" + "\n".join(table_items) + "</ul>" if table_items else "<p><em>none</em></p>")
     )
 
 
-def write_index(report_dir: Path, experiment: str, tables_dir: Path) -> None:
-    """A landing page: the report, its figures and tables, and the source tables it was built from."""
+def write_index(report_dir: Path, experiment: str, tables_dir: Path, partial: bool = False) -> None:
+    """A landing page: the verdicts first, then the report, its figures and tables with their captions."""
     import pandas as pd
 
     runs = pd.read_csv(tables_dir / "runs.csv")
     status = ", ".join(f"{n} {html.escape(str(s))}" for s, n in runs["status"].value_counts().items())
+    note = (
+        '<p class="partial"><strong>Partial report</strong>: built from the runs finished so far; '
+        "missing cells are shown as missing and their claims as <em>not run</em>.</p>"
+        if partial
+        else ""
+    )
     page = f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{html.escape(experiment)}: PDE diffusion on LRA</title>
-<style>body{{font-family:sans-serif;max-width:50em;margin:2em auto;line-height:1.5}}</style></head>
+<style>
+body{{font-family:sans-serif;max-width:72em;margin:2em auto;line-height:1.45;padding:0 1em}}
+table{{border-collapse:collapse;font-size:0.92em}} td,th{{border:1px solid #ccc;padding:0.25em 0.5em}}
+td.n{{text-align:right;font-variant-numeric:tabular-nums}} th{{background:#f3f3f3}}
+.badge{{padding:0.15em 0.6em;border-radius:0.6em;margin-right:0.3em;font-weight:bold}}
+.figures{{display:grid;grid-template-columns:repeat(auto-fill,minmax(20em,1fr));gap:1em}}
+figure{{margin:0}} figure img{{width:100%;border:1px solid #ddd}} figcaption{{font-size:0.9em}}
+.partial{{background:#fff3cd;padding:0.5em}}
+</style></head>
 <body>
-<h1>Where to add PDE diffusion in Transformers: experiment <code>{html.escape(experiment)}</code></h1>
-<p>{len(runs)} runs ({status}).</p>
-<p><a href="report.html"><strong>Open the report</strong></a> (tables, figures, comparison with the paper,
-deviations) · <a href="report.ipynb">executed notebook</a></p>
-<h2>Figures</h2><ul>{_links(report_dir / "figures", "*.png")}</ul>
-<h2>Tables</h2><ul>{_links(report_dir / "tables", "*.csv")}</ul>
+<h1>Where to add PDE diffusion in Transformers: did it reproduce?</h1>
+<p>Experiment <code>{html.escape(experiment)}</code>: {len(runs)} runs ({status}).
+<a href="report.html"><strong>Read the full report</strong></a> (claims, the paper's tables and figures
+beside ours, provenance, deviations) · <a href="report.ipynb">executed notebook</a></p>
+{note}
+<h2>Verdicts</h2>
+{_claims_html(report_dir / "tables" / "claims.csv")}
+{_artifacts_html(report_dir)}
 </body></html>
 """
     (report_dir / "index.html").write_text(page, encoding="utf-8")
@@ -108,6 +215,7 @@ def build_report(
     kernel: str = DEFAULT_KERNEL,
     experiment: str | None = None,
     timeout: int | None = 600,
+    partial: bool = False,
 ) -> Path:
     """Build the whole report folder `out` from the aggregate tables; returns the path of index.html."""
     tables, out, notebook = Path(tables).resolve(), Path(out), Path(notebook).resolve()
@@ -118,18 +226,61 @@ def build_report(
     with atomic_dir(out) as staging:  # the previous report stays until the new one is complete
         (staging / "figures").mkdir()
         (staging / "tables").mkdir()
+        if partial:  # the snapshot of tables it was built from travels with the partial report
+            shutil.copytree(tables, staging / "source-tables")
+            tables = (staging / "source-tables").resolve()
         executed = staging / "report.ipynb"
         log.info("executing %s with kernel %s", notebook, kernel)
-        params = {"tables_dir": str(tables), "out_dir": str(staging.resolve()), "experiment": experiment}
+        params = {
+            "tables_dir": str(tables),
+            "out_dir": str(staging.resolve()),
+            "experiment": experiment,
+            "partial": partial,
+        }
         execute_notebook(notebook, executed, params, kernel, timeout)
+        if not (staging / "tables" / "claims.csv").is_file():
+            raise ReportError(f"{notebook} did not write tables/claims.csv (its claims section is missing)")
         log.info("rendering HTML")
         render_html(executed, staging / "report.html")
-        write_index(staging, experiment, tables)
+        write_index(staging, experiment, tables, partial)
     log.info("report written to %s", out / "index.html")
     return out / "index.html"
 
 
+def build_partial_report(
+    runs: Path,
+    out: Path | None = None,
+    notebook: Path = DEFAULT_NOTEBOOK,
+    kernel: str = DEFAULT_KERNEL,
+    experiment: str | None = None,
+    timeout: int | None = 600,
+) -> Path:
+    """The report of whatever runs under `runs` have finished (metrics.json written), into `out`
+    (default: `runs/../report-partial`), leaving the workflow's own tables and report alone."""
+    from pdelra.aggregate import aggregate
+    from pdelra.runs import find_run_files
+
+    runs = Path(runs).resolve()
+    found = find_run_files(runs, "metrics.json")
+    if not found:
+        raise ReportError(
+            f"no finished run under {runs} (no */*/*/*/seed*/metrics.json yet): nothing to report"
+        )
+    out = Path(out) if out is not None else runs.parent / "report-partial"
+    experiment = experiment or runs.parent.name
+    with tempfile.TemporaryDirectory(prefix=".partial-tables.", dir=out.resolve().parent) as tmp:
+        aggregate(found, Path(tmp))
+        return build_report(Path(tmp), out, notebook, kernel, experiment, timeout, partial=True)
+
+
 def _run(args: argparse.Namespace) -> int:
+    if args.partial:
+        if args.runs is None:
+            raise ReportError("--partial needs --runs results/EXPERIMENT/runs (the runs finished so far)")
+        build_partial_report(args.runs, args.out, args.notebook, args.kernel, args.experiment, args.timeout)
+        return 0
+    if args.tables is None or args.out is None:
+        raise ReportError("give --tables and --out (or --partial --runs DIR)")
     build_report(args.tables, args.out, args.notebook, args.kernel, args.experiment, args.timeout)
     return 0
 
@@ -141,14 +292,25 @@ def register(subparsers: Any) -> None:
         description=(
             "Execute the report notebook with papermill (explicit kernel) on the tables of "
             "`pdelra aggregate`, then render it to HTML without code cells. OUT receives report.ipynb, "
-            "report.html, figures/*.png, tables/*.csv (ours beside the paper's Tables 10, 12 and 14) and "
-            "index.html. OUT is replaced as a whole once everything succeeded."
+            "report.html, figures/*.png|pdf, tables/*.csv|md|tex (claims.csv: a verdict per claim of the "
+            "paper; the paper's tables beside ours) and index.html (verdicts first). OUT is replaced as a "
+            "whole once everything succeeded. With --partial --runs DIR it reports on the runs finished "
+            "so far (a grid still running), into DIR/../report-partial by default."
         ),
     )
+    parser.add_argument("--tables", type=Path, help="folder of runs.csv, main.csv, ... (aggregate)")
     parser.add_argument(
-        "--tables", type=Path, required=True, help="folder of runs.csv, main.csv, ... (aggregate)"
+        "--out",
+        type=Path,
+        help="report folder to (re)create (with --partial default: RUNS/../report-partial)",
     )
-    parser.add_argument("--out", type=Path, required=True, help="report folder to (re)create")
+    parser.add_argument(
+        "--partial",
+        action="store_true",
+        help="report on the runs finished so far under --runs (aggregated into the report's own "
+        "source-tables/), without touching the workflow's tables or report",
+    )
+    parser.add_argument("--runs", type=Path, help="with --partial: results/EXPERIMENT/runs")
     parser.add_argument(
         "--notebook",
         type=Path,
