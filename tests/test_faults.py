@@ -205,3 +205,31 @@ def test_a_second_process_finds_the_run_finished_by_the_first_and_does_nothing(
     finished = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert finished["resumed_count"] == 0
     assert _same_run(finished, expected)
+
+
+# ------------------------------------------------------------------------------------------ DVC remote
+
+
+def test_an_unreachable_dvc_remote_fails_clearly_and_the_next_run_pushes(
+    tmp_path: Path,
+) -> None:
+    from test_dvc import fake_experiment, git_dvc_project, pdelra
+
+    from pdelra.versioning import version_experiment
+
+    blocker = tmp_path / "mount-point"  # a file where the remote's folder should be: the remote is down
+    blocker.write_text("not a folder")
+    root = git_dvc_project(tmp_path / "proj", remote=blocker / "remote")
+    exp = fake_experiment(root)
+    proc = pdelra(root, "version", "add", str(exp), "--out", str(exp / "versioned.json"))
+    message = proc.stdout + proc.stderr
+    assert proc.returncode == 1, message
+    assert "could not push to DVC remote 'store'" in message and "Nothing is lost" in message
+    assert "Traceback" not in message
+    assert not (exp / "versioned.json").exists(), "the version step must rerun next time"
+    assert sorted(p.name for p in exp.glob("*.dvc")) == ["report.dvc", "runs.dvc", "tables.dvc"]
+    assert any((root / ".dvc" / "cache").rglob("*.dir")), "the local DVC cache holds the artifacts"
+
+    blocker.unlink()  # the remote is back
+    record = version_experiment(exp, exp / "versioned.json")
+    assert record["pushed"] is True and any((blocker / "remote").rglob("*.dir"))

@@ -147,7 +147,7 @@ def version_experiment(
             log.info("dvc push -r %s (%d artifacts)", target_remote, len(folders))
             # Target the .dvc files: the repo's index of tracked paths was read before the add.
             dvc_files = [str(folder.with_name(folder.name + ".dvc")) for folder in folders]
-            count = repo.push(dvc_files, remote=target_remote)
+            count = _push(repo, dvc_files, target_remote, Path(out))
             log.info("pushed %s file(s) to %s", count, target_remote)
             pushed = True
         elif push:
@@ -162,6 +162,22 @@ def version_experiment(
     }
     write_json_atomic(Path(out), record, sort_keys=True)
     return record
+
+
+def _push(repo: Repo, dvc_files: list[str], remote: str, out: Path) -> int:
+    """`dvc push`; an unreachable or unwritable remote becomes one clear error saying nothing is lost."""
+    from dvc.exceptions import DvcException
+
+    try:
+        return int(repo.push(dvc_files, remote=remote) or 0)
+    except (DvcException, OSError) as err:
+        url = repo.config.get("remote", {}).get(remote, {}).get("url", "?")
+        raise VersioningError(
+            f"could not push to DVC remote {remote!r} ({url}): {err}. Nothing is lost: the artifacts are "
+            f"in the local DVC cache ({Path(repo.root_dir) / '.dvc' / 'cache'}) and their .dvc files; "
+            f"{out} is not written, so the next `snakemake` run (or `pdelra version add`) pushes them once "
+            "the remote answers (check it with `dvc push -r " + remote + "`)"
+        ) from err
 
 
 # ---------------------------------------------------------------------------------------------------------
