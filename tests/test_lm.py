@@ -235,3 +235,31 @@ def test_config_lm_sections_resolve_to_valid_run_configs(name: str) -> None:
     assert grid.runs(None) == []
     with pytest.raises(ValueError, match="'base' is the method itself"):
         grid.runs({**lm, "settings": {"base": {}}})
+
+
+def test_an_interrupted_run_resumes_to_the_same_result(trained: Path, lm_data: Path, tmp_path: Path) -> None:
+    from pdelra.lm.trainer import _LMRun, validate_lm_run_config
+    from pdelra.training.interrupts import EXIT_INTERRUPTED
+
+    class StopAfter:
+        """An interrupt flag that goes up after `n` checks (one check per optimizer step)."""
+
+        def __init__(self, n: int) -> None:
+            self.left = n
+
+        def __bool__(self) -> bool:
+            self.left -= 1
+            return self.left < 0
+
+    cfg = validate_lm_run_config(_run_config("physqk_ad"))
+    out, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    assert _LMRun(cfg, lm_data, out, ckpt).run(StopAfter(5)) == EXIT_INTERRUPTED  # type: ignore[arg-type]
+    assert (ckpt / "checkpoint.pt").is_file() and not (out / "metrics.json").exists()
+    assert _LMRun(cfg, lm_data, out, ckpt).run(StopAfter(10**9)) == 0  # type: ignore[arg-type]
+    resumed = json.loads((out / "metrics.json").read_text())
+    whole = json.loads(
+        (run_dir(trained, "lm_text", "physqk_ad", "d16", "base", 0) / "metrics.json").read_text()
+    )
+    assert resumed["resumed_count"] == 1
+    for key in ("test_loss_nats", "best_val_loss_nats", "history", "dynamics", "steps_run"):
+        assert resumed[key] == whole[key], key

@@ -199,13 +199,13 @@ class _LMRun:
                 batch = torch.from_numpy(train[np.sort(order[start : start + bs])].astype(np.int64))
                 if not self._step(self.dev.to_device(batch), len(batch)):
                     break
+                every = tc["diagnostics_every_steps"]
+                if every and st["global_step"] % every == 0:
+                    self._log_dynamics()
                 if interrupted:
                     self._save_checkpoint()
                     log.warning("interrupted at step %d; checkpoint in %s", st["global_step"], self.ckpt_dir)
                     return EXIT_INTERRUPTED
-                every = tc["diagnostics_every_steps"]
-                if every and st["global_step"] % every == 0:
-                    self._log_dynamics()
                 minutes = tc["checkpoint_minutes"]
                 if minutes is not None and time.monotonic() - self.last_checkpoint >= 60 * minutes:
                     self._save_checkpoint()
