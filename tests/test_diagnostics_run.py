@@ -99,9 +99,11 @@ def test_rows_per_variant_and_the_bound_holds(runs, variant: str) -> None:
     assert np.isfinite(probe["commutator"]).all()
     trained = frame[frame["kind"] == "trained"]
     if variant == "across_heads":  # diffuses along heads: no sequence commutator
-        assert trained["commutator"].isna().all()
+        assert trained[["commutator", "commutator_branch"]].isna().all().all()
     else:
         assert np.isfinite(trained["commutator"]).all() and (trained["commutator"] > 0).all()
+        # Same numerator, smaller denominator: the branch is smaller than branch + residual stream here.
+        assert (trained["commutator_branch"] > trained["commutator"]).all()
 
 
 def test_values_match_a_computation_by_hand(runs) -> None:
@@ -128,6 +130,9 @@ def test_values_match_a_computation_by_hand(runs) -> None:
                 dg.EulerStep(torch.tensor([0.1]), (1,)), mix, x0, lengths
             ).mean(),
             ("trained", "commutator"): dg.commutator(trained_step, mix, x0, lengths).mean(),
+            ("trained", "commutator_branch"): dg.commutator(
+                trained_step, lambda u, n: mix(u, n) - u, x0, lengths
+            ).mean(),
             ("trained", "roughness_in"): dg.dirichlet_energy(embedded, lengths).mean(),
             ("trained", "rel_roughness_out"): dg.relative_roughness(x0, lengths).mean(),
             ("trained", "perturbation"): dg.perturbation(trained_step, embedded, lengths).norm.mean(),

@@ -27,6 +27,11 @@ trained weights and padded keys masked, without the inserted operators, so that 
 every variant and D is what varies. Block of an operator: `encoder.embedding` → 0, `between_blocks.i` → i+1,
 `blocks.i.*` → i. Every quantity is the mean over the examples of the per-sequence value
 (pdelra.diagnostics); `bound_ratio` is the mean of perturbation / bound (≤ 1 by the theory).
+
+`commutator` = ‖D(M(x)) − M(D(x))‖ / ‖M(x)‖ as the issue defines it. Its numerator only involves the
+attention branch A = M − I (the identity commutes with D), but its denominator holds the residual stream:
+where the stream is large next to the branch (e.g. right after a LayerNorm) it is small for that reason
+alone. `commutator_branch` = ‖D(A(x)) − A(D(x))‖ / ‖A(x)‖ removes that scale.
 """
 
 from __future__ import annotations
@@ -65,6 +70,7 @@ QUANTITIES = (
     "bound_closed_form",
     "bound_ratio",
     "commutator",
+    "commutator_branch",
 )
 COLUMNS = (
     *RUN_KEYS,
@@ -215,6 +221,22 @@ def torch_where_positive(bound: Tensor, norm: Tensor) -> Tensor:
     return torch.where(bound > 0, norm / bound.clamp_min(1e-300), torch.zeros_like(norm))
 
 
+def _commutators(
+    step: Any, mix: Callable[[Tensor, Tensor | None], Tensor], x: Tensor, lengths: Tensor
+) -> dict[str, Tensor]:
+    """The commutator with the attention sub-layer M (relative to ‖M(x)‖) and with its branch A = M − I
+    (relative to ‖A(x)‖; the numerator is the same, as the identity commutes with D)."""
+    from pdelra import diagnostics as dg
+
+    def branch(u: Tensor, n: Tensor | None) -> Tensor:
+        return mix(u, n) - u
+
+    return {
+        "commutator": dg.commutator(step, mix, x, lengths),
+        "commutator_branch": dg.commutator(step, branch, x, lengths),
+    }
+
+
 def _token_mean(values: Tensor, lengths: Tensor, size: int) -> Tensor:
     """(B·L,) per-token values → (B,) mean over each sequence's valid tokens."""
     import torch
@@ -265,7 +287,7 @@ def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recor
             **_roughness("in", x, lengths),
             **_roughness("out", probe(x, lengths), lengths),
             **_perturbation(probe, x, lengths),
-            commutator=dg.commutator(probe, mixes[b], x, lengths),
+            **_commutators(probe, mixes[b], x, lengths),
         )
 
     for name, x_in, x_out in operators:
@@ -288,7 +310,7 @@ def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recor
             if point not in RESIDUAL_CHANNEL_POINTS:  # value channels: the channel-mean α per scale
                 step = dg.EulerStep(step.alphas.mean(-1), step.scales, step.stencil_scaling)
             x_b = streams[block]
-            commutator["commutator"] = dg.commutator(step, mixes[block], x_b, lengths)
+            commutator = _commutators(step, mixes[block], x_b, lengths)
         recorder.add(
             key,
             **_roughness("in", x_in, lengths),
