@@ -151,7 +151,7 @@ def _run_config(variant: str = "physqk_ad", setting: str = "base", **model: obje
         "task": "lm_text", "variant": variant, "scale": "d16", "setting": setting, "seed": 0,
         "model": {"d_model": 16, "n_layers": 2, "n_heads": 2, "d_mlp": 32, "dropout": 0.0, "attn_window": 16,
                   **model},
-        "train": {"batch_size": 8, "lr": 0.003, "betas": [0.9, 0.98], "weight_decay": 0.0, "warmup_steps": 2,
+        "train": {"batch_size": 16, "lr": 0.003, "betas": [0.9, 0.98], "weight_decay": 0.0, "warmup_steps": 2,
                   "max_epochs": 2, "max_steps": None, "grad_clip": 1.0, "eval_batch_size": 16,
                   "checkpoint_minutes": None, "num_threads": 1, "diagnostics_every_steps": 3},
     }  # fmt: skip

@@ -290,6 +290,7 @@ def lm_claims(lm_runs: pd.DataFrame, dynamics: pd.DataFrame) -> pd.DataFrame:
                 )
             )
         table = evaluate(lm_runs, claims)
+        table["unit"] = "nats/token (test loss)"
         final = final_layers(dynamics)
         final = final[(final["task"] == task) & (final["scale"] == scale) & (final["variant"] == AD)]
         final = final[(final["setting"] == BASE)]
@@ -428,12 +429,22 @@ def _dynamics_figure(dynamics: pd.DataFrame, out_dir: Path) -> None:
         return
     fig, axes = plt.subplots(1, 3, figsize=(14, 3.8))
     data = joint.assign(layer=[f"L{k}" for k in joint["layer"]])
+    palette = sns.color_palette("deep", data["layer"].nunique())
     for ax, (column, label) in zip(
         axes,
         (("alpha", "α = σ(w_α)"), ("eta", "η = exp(w_η)"), ("eff_pe", "effective Péclet number")),
         strict=True,
     ):
-        sns.lineplot(data=data, x="step", y=column, hue="layer", errorbar=("ci", 95), ax=ax)
+        for colour, (layer, group) in zip(palette, data.groupby("layer"), strict=False):
+            steps, means, lows, highs = [], [], [], []
+            for step, at in group.groupby("step"):
+                mean, low, high, _ = mean_ci(at[column].tolist())
+                steps.append(step)
+                means.append(mean)
+                lows.append(mean if math.isnan(low) else low)
+                highs.append(mean if math.isnan(high) else high)
+            ax.plot(steps, means, color=colour, label=layer)
+            ax.fill_between(steps, lows, highs, color=colour, alpha=0.2, linewidth=0)
         ax.set_title(label)
         ax.set_xlabel("optimizer step")
         ax.set_ylabel(label)
@@ -444,7 +455,7 @@ def _dynamics_figure(dynamics: pd.DataFrame, out_dir: Path) -> None:
     axes[2].axhline(SEED_L1_PE, color="crimson", linestyle=":", label="seed: L1 eff_Pe 1.142")
     axes[2].set_yscale("log")
     axes[2].legend(fontsize="small")
-    fig.suptitle("PhysQK-AD per layer over training (joint α; mean and 95 % band over seeds)")
+    fig.suptitle("PhysQK-AD per layer over training (joint α; mean and 95 % t-band over seeds)")
     fig.tight_layout()
     caption = "PhysQK-AD: α, η and eff_Pe per layer over training (dotted: the seed's reported values)"
     save_figure(fig, out_dir, "lm_dynamics", caption)
