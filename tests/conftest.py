@@ -36,6 +36,27 @@ _IGNORE = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", ".snakemak
 _IGNORE_DVC = shutil.ignore_patterns("cache", "tmp", "config.local")
 
 
+# The fused diffusion operator (pdelra.fused) runs its functions eagerly in tests unless a test opts in:
+# compiling costs ~30 s per configuration on 2 cores; tests/test_fused.py checks the compiled path against
+# the eager one. Subprocesses (`pdelra train` in workflow tests) inherit the setting.
+os.environ.setdefault("PDELRA_FUSED_COMPILE", "0")
+
+
+@pytest.fixture(autouse=True)
+def _tensor_device() -> Any:
+    """PDELRA_TEST_DEVICE=cuda makes new tensors default to that device (benchmarks/gpu_check.sh runs the
+    model and operator tests on a GPU this way); unset, nothing changes."""
+    device = os.environ.get("PDELRA_TEST_DEVICE")
+    if not device:
+        yield
+        return
+    import torch
+
+    torch.set_default_device(device)
+    yield
+    torch.set_default_device(None)
+
+
 def load_config(name: str) -> dict[str, Any]:
     """The test config `tests/configs/{name}.yaml` as a dict (a fresh copy each call, safe to edit)."""
     with open(TEST_CONFIGS / f"{name}.yaml") as f:

@@ -30,7 +30,7 @@ def _model(variant: str, scale: str = "h1", **overrides: object) -> LRAClassifie
 
 
 def _batch(length: int = 20) -> tuple[torch.Tensor, torch.Tensor]:
-    gen = torch.Generator().manual_seed(1)
+    gen = torch.Generator(torch.get_default_device()).manual_seed(1)  # CUDA under PDELRA_TEST_DEVICE
     return torch.randint(0, 11, (3, length), generator=gen), torch.tensor([length, 9, 3])
 
 
@@ -126,7 +126,9 @@ def test_in_attention_equals_diffusing_materialised_attention_rows(scale: str) -
     alphas = attn.attn_values.alphas().double().view(len(SCALES[scale]), heads, -1)  # (K, H, dh)
     expected = torch.zeros_like(v)
     for bi in range(b):
-        deltas = [torch.from_numpy(dense_laplacian(n, h, int(lengths[bi]))) for h in SCALES[scale]]
+        deltas = [
+            torch.from_numpy(dense_laplacian(n, h, int(lengths[bi]))).to(v.device) for h in SCALES[scale]
+        ]
         for hi in range(heads):
             for c in range(v.shape[-1]):
                 # Rows diffused along keys: A ← A + Σ_k α_k A Δ_k (Δ symmetric, so this is Δ_k on each row).

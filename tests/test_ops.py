@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pytest
 import scipy.fft
@@ -21,6 +23,8 @@ from pdelra.ops import (
 )
 
 SCALE_SETS = [(1,), (2,), (4,), (1, 2, 4)]
+# Where new tensors live: CPU, or the GPU under PDELRA_TEST_DEVICE=cuda (conftest sets the default device).
+DEVICE = torch.device(os.environ.get("PDELRA_TEST_DEVICE") or "cpu")
 FAST = settings(max_examples=40, deadline=None)
 
 
@@ -40,7 +44,8 @@ def padded_batch(draw: st.DrawFn, max_len: int = 12) -> tuple[torch.Tensor, torc
     length = draw(st.integers(1, max_len))
     lengths = torch.tensor(draw(st.lists(st.integers(1, length), min_size=batch, max_size=batch)))
     seed = draw(st.integers(0, 2**31 - 1))
-    x = torch.randn(batch, length, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(seed))
+    gen = torch.Generator().manual_seed(seed)
+    x = torch.randn(batch, length, 3, dtype=torch.float64, generator=gen, device="cpu").to(DEVICE)
     return x, lengths
 
 
@@ -48,7 +53,9 @@ def padded_batch(draw: st.DrawFn, max_len: int = 12) -> tuple[torch.Tensor, torc
 @given(length=st.integers(1, 40), h=st.sampled_from([1, 2, 4]))
 def test_eigenvalues_on_dct2_basis(length: int, h: int) -> None:
     # Column k of the inverse orthonormal DCT-II is the k-th cosine mode; Δ_h scales it by −4 sin²(πkh/2L).
-    basis = torch.from_numpy(scipy.fft.idct(np.eye(length), type=2, norm="ortho", axis=0))  # (L, k)
+    basis = torch.from_numpy(scipy.fft.idct(np.eye(length), type=2, norm="ortho", axis=0)).to(
+        DEVICE
+    )  # (L, k)
     out = laplacian(basis[None], h=h, dim=-2)[0]
     k = torch.arange(length, dtype=torch.float64)
     eigen = -4 * torch.sin(torch.pi * k * h / (2 * length)) ** 2
@@ -59,7 +66,7 @@ def test_eigenvalues_on_dct2_basis(length: int, h: int) -> None:
 @given(length=st.integers(1, 20), h=st.integers(1, 45))
 def test_matches_definition_for_any_step_including_h_beyond_length(length: int, h: int) -> None:
     x = torch.randn(2, length, 3, dtype=torch.float64)
-    expected = torch.einsum("ij,bjc->bic", torch.from_numpy(dense_laplacian(length, h)), x)
+    expected = torch.einsum("ij,bjc->bic", torch.from_numpy(dense_laplacian(length, h)).to(DEVICE), x)
     torch.testing.assert_close(laplacian(x, h=h), expected)
 
 
@@ -131,13 +138,14 @@ def test_laplacian_ignores_padding_content_and_length(
         torch.testing.assert_close(out[b, :n], laplacian(x[b : b + 1, :n], h=h)[0])
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["eager", "fused"])
 @FAST
 @given(batch=padded_batch(), scales=st.sampled_from(SCALE_SETS), extra=st.integers(0, 5))
 def test_diffusion_layer_ignores_padding(
-    batch: tuple[torch.Tensor, torch.Tensor], scales: tuple[int, ...], extra: int
+    batch: tuple[torch.Tensor, torch.Tensor], scales: tuple[int, ...], extra: int, fused: bool
 ) -> None:
     x, lengths = batch
-    layer = DiffusionLayer(3, scales).double()
+    layer = DiffusionLayer(3, scales, fused=fused).double()
     with torch.no_grad():
         layer.norm.weight.uniform_(0.5, 1.5)
         layer.norm.bias.uniform_(-1, 1)  # a nonzero bias is what would turn padding into garbage
@@ -151,9 +159,10 @@ def test_diffusion_layer_ignores_padding(
         torch.testing.assert_close(out[b, :n], layer(x[b : b + 1, :n])[0])
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["eager", "fused"])
 @pytest.mark.parametrize("scales", SCALE_SETS)
-def test_layer_is_the_papers_update_then_layernorm(scales: tuple[int, ...]) -> None:
-    layer = DiffusionLayer(6, scales).double()
+def test_layer_is_the_papers_update_then_layernorm(scales: tuple[int, ...], fused: bool) -> None:
+    layer = DiffusionLayer(6, scales, fused=fused).double()
     x = torch.randn(2, 11, 6, dtype=torch.float64)
     alphas = layer.alphas()
     update = x + sum(alphas[k] * laplacian(x, h) for k, h in enumerate(scales))
@@ -168,6 +177,7 @@ def test_initial_alphas_follow_the_paper() -> None:
         DiffusionLayer(4, (1, 2, 4), alpha_init=0.3)
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["eager", "fused"])
 @settings(max_examples=25, deadline=None)
 @given(
     scales=st.sampled_from(SCALE_SETS),
@@ -176,10 +186,10 @@ def test_initial_alphas_follow_the_paper() -> None:
     sign=st.sampled_from([-1, 1]),
 )
 def test_alphas_stay_admissible_after_large_gradient_steps(
-    scales: tuple[int, ...], lr: float, steps: int, sign: int
+    scales: tuple[int, ...], lr: float, steps: int, sign: int, fused: bool
 ) -> None:
     # Only α trains, with huge steps that push θ far either way; the map θ ↦ α must still land inside.
-    layer = DiffusionLayer(4, scales, norm=False)
+    layer = DiffusionLayer(4, scales, norm=False, fused=fused)
     opt = torch.optim.SGD(layer.step_sizes.parameters(), lr=lr)
     x = torch.randn(2, 16, 4)
     for _ in range(steps):
@@ -191,9 +201,10 @@ def test_alphas_stay_admissible_after_large_gradient_steps(
         assert (alphas >= 0).all() and (alphas.sum(0) <= 0.5).all()
 
 
+@pytest.mark.parametrize("fused", [False, True], ids=["eager", "fused"])
 @pytest.mark.parametrize("scales", SCALE_SETS)
-def test_gradient_reaches_alpha(scales: tuple[int, ...]) -> None:
-    layer = DiffusionLayer(4, scales, norm=False)
+def test_gradient_reaches_alpha(scales: tuple[int, ...], fused: bool) -> None:
+    layer = DiffusionLayer(4, scales, norm=False, fused=fused)
     x = torch.randn(2, 16, 4)
     (layer(x) * torch.randn(2, 16, 4)).sum().backward()
     grad = layer.step_sizes.theta.grad
@@ -238,3 +249,43 @@ def test_pseudo_time_operators_keep_rows_probability_distributions() -> None:
     ones = torch.ones(2, 7, 5, dtype=torch.float64)
     for op in (PseudoTimeDiffusion(5, (1, 2, 4), 0.1, steps=3), PseudoTimeWave(5, (1,), 0.1, steps=3)):
         torch.testing.assert_close(op.double()(ones), ones)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["eager", "fused"])
+@pytest.mark.parametrize("scales", [(2,), (1, 2, 4)])
+def test_inverse_h2_scaling_has_the_eq11_spectrum(scales: tuple[int, ...], fused: bool) -> None:
+    # On the k-th DCT-II mode (ω = πk/L) the bare step multiplies by H(ω) = 1 − 4 Σ α_k sin²(ω h_k/2) / h_k².
+    length = 24
+    basis = torch.from_numpy(scipy.fft.idct(np.eye(length), type=2, norm="ortho", axis=0)).to(DEVICE)
+    layer = DiffusionLayer(length, scales, norm=False, stencil_scaling="inverse_h2", fused=fused).double()
+    with torch.no_grad():
+        layer.step_sizes.theta.copy_(torch.randn_like(layer.step_sizes.theta))  # α differ per channel: a test
+    alphas = layer.alphas().double()  # (K, C): column c of the basis is mode c, diffused with α[:, c]
+    out = layer(basis[None])[0]
+    omega = torch.pi * torch.arange(length, dtype=torch.float64) / length
+    h = torch.tensor(scales, dtype=torch.float64)[:, None]
+    response = 1 - 4 * (alphas * torch.sin(omega[None] * h / 2) ** 2 / h**2).sum(0)  # H per mode
+    torch.testing.assert_close(out, basis * response)
+    assert (response.abs() <= 1 + 1e-12).all(), "still non-expansive: Σ α_k / h_k² ≤ Σ α_k ≤ ½"
+    unit = DiffusionLayer(length, scales, norm=False, fused=fused).double()
+    unit.load_state_dict(layer.state_dict())
+    assert not torch.allclose(unit(basis[None])[0], out), "the scaling must change the operator"
+
+
+def test_multiscale_init_paper_and_normalised() -> None:
+    paper = DiffusionLayer(4, (1, 2, 4), alpha_init=0.2).alphas()[:, 0]
+    torch.testing.assert_close(paper, torch.tensor([0.2, 0.12, 0.06]))
+    normalised = DiffusionLayer(4, (1, 2, 4), alpha_init=0.2, multiscale_init="normalised").alphas()[:, 0]
+    torch.testing.assert_close(normalised, torch.tensor([1.0, 0.6, 0.3]) / 1.9 * 0.2)
+    torch.testing.assert_close(normalised.sum(), torch.tensor(0.2))
+    # One scale: both are alpha_init; normalised allows an alpha_init the paper's ratios would push past ½.
+    torch.testing.assert_close(
+        DiffusionLayer(4, (2,), 0.2, multiscale_init="normalised").alphas(), torch.full((1, 4), 0.2)
+    )
+    assert (
+        DiffusionLayer(4, (1, 2, 4), alpha_init=0.4, multiscale_init="normalised").alphas().sum(0).max() < 0.5
+    )
+    with pytest.raises(ValueError, match="multiscale_init"):
+        DiffusionLayer(4, (1, 2), multiscale_init="uniform")
+    with pytest.raises(ValueError, match="stencil_scaling"):
+        DiffusionLayer(4, (1, 2), stencil_scaling="h2")

@@ -74,8 +74,9 @@ def _neighbour_sums(v: Tensor, scales: tuple[int, ...], n: Tensor, wide: bool) -
 def _stencil(v: Tensor, coef: Tensor, scales: tuple[int, ...], n: Tensor, wide: bool) -> Tensor:
     """v + Σ_k c_k (N_k v − 2v): the Euler step, written so that rounding cannot move the mean."""
     out = v
-    for c, sums in zip(coef, _neighbour_sums(v, scales, n, wide), strict=True):
-        out = out + c * (sums - 2 * v)
+    # coef[k], not iteration over coef: iterating would pin K as a size and, by duck sizing, any equal batch.
+    for k, sums in enumerate(_neighbour_sums(v, scales, n, wide)):
+        out = out + coef[k] * (sums - 2 * v)
     return out
 
 
@@ -137,9 +138,9 @@ def _backward(
     sums = _neighbour_sums(g, scales, n, wide)
     grad_x = g
     grad_coef = []
-    for c, s in zip(coef, sums, strict=True):
+    for k, s in enumerate(sums):
         laplacian_g = s - 2 * g  # Δ_k ∂u; S is symmetric, so ∂x = ∂u + Σ c_k Δ_k ∂u
-        grad_x = grad_x + c * laplacian_g
+        grad_x = grad_x + coef[k] * laplacian_g
         grad_coef.append((v * laplacian_g).sum((0, 1)))  # Σ ∂u·Δ_k x = Σ x·Δ_k ∂u
     grad_x = torch.where(valid, grad_x, 0).to(x.dtype)
     return grad_x, torch.stack(grad_coef), grad_weight, grad_bias
@@ -153,6 +154,16 @@ def _run(name: str, fn: Callable[..., Any], *args: Any) -> Any:
     compiled = _compiled.get(name)
     if compiled is None:
         compiled = _compiled[name] = torch.compile(fn, dynamic=True)
+    for arg in args:  # batch and length vary from step to step: compile for symbolic sizes from the start
+        if not isinstance(arg, Tensor):
+            continue
+        if arg.dim() == 3:  # activations, gradients, row statistics (N, L, ·)
+            torch._dynamo.maybe_mark_dynamic(arg, 0)
+            torch._dynamo.maybe_mark_dynamic(arg, 1)
+        elif arg.dim() == 2:  # coef (K, C): fixed per layer; static, so duck sizing cannot tie K to the batch
+            torch._dynamo.mark_static(arg)
+        elif arg.dtype == torch.long:  # lengths (N,)
+            torch._dynamo.maybe_mark_dynamic(arg, 0)
     try:
         return compiled(*args)
     except Exception as exc:  # Inductor/compiler trouble: stay correct, lose only speed

@@ -88,6 +88,33 @@ def iterate_batches(
         yield make_batch(split, order[begin : begin + batch_size], to_device)
 
 
+def split_batch(batch: Batch, micro_batch_size: int | None) -> list[Batch]:
+    """The batch as consecutive micro-batches of at most `micro_batch_size` rows (gradient accumulation),
+    each trimmed to its own longest sequence; [batch] itself when no split is needed."""
+    if micro_batch_size is None or micro_batch_size >= len(batch):
+        return [batch]
+
+    def trim(tokens: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return tokens[:, : max(1, int(lengths.max()))]
+
+    parts = []
+    for begin in range(0, len(batch), micro_batch_size):
+        rows = slice(begin, begin + micro_batch_size)
+        pair: tuple[torch.Tensor | None, torch.Tensor | None] = (None, None)
+        if batch.tokens2 is not None and batch.lengths2 is not None:
+            pair = (trim(batch.tokens2[rows], batch.lengths2[rows]), batch.lengths2[rows])
+        parts.append(
+            Batch(
+                tokens=trim(batch.tokens[rows], batch.lengths[rows]),
+                lengths=batch.lengths[rows],
+                labels=batch.labels[rows],
+                tokens2=pair[0],
+                lengths2=pair[1],
+            )
+        )
+    return parts
+
+
 def num_batches(num_examples: int, batch_size: int) -> int:
     return -(-num_examples // batch_size)
 

@@ -103,6 +103,7 @@ SCHEMA: dict[str, Any] = {
                 "num_threads": _NULL_OR_POS_INT,
                 "checkpoint_every_steps": _NULL_OR_POS_INT,
                 "debug_nan_at_step": _NULL_OR_POS_INT,
+                "micro_batch_size": _NULL_OR_POS_INT,
             },
         },
     },
@@ -130,6 +131,10 @@ class TrainConfig:
     num_threads: int | None
     checkpoint_every_steps: int | None = None
     debug_nan_at_step: int | None = None
+    # Rows per forward/backward pass; gradients of a batch's micro-batches are accumulated into one optimizer
+    # step with the same effective batch (same loss and update up to float rounding). None: the whole batch.
+    # Optional and not filled in by default, so configs without it keep their hash.
+    micro_batch_size: int | None = None
 
 
 @dataclass(frozen=True)

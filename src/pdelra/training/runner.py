@@ -206,25 +206,33 @@ class _Trainer:
         return True
 
     def _step(self, batch: B.Batch) -> tuple[float | None, int]:
-        """One optimizer step; returns (batch mean loss, correct predictions), or (None, 0) on divergence."""
-        with self.dev.autocast(), self.dev.attention_kernels():
-            logits = self.forward(*batch.inputs)
-        loss = F.cross_entropy(logits.float(), batch.labels)
+        """One optimizer step; returns (batch mean loss, correct predictions), or (None, 0) on divergence.
+
+        With `train.micro_batch_size`, the batch runs as micro-batches whose summed losses, each divided by
+        the whole batch's size, accumulate the gradient of the batch mean: the same step as one pass.
+        """
         step_number = self.state.global_step + 1  # 1-based number of the step being attempted
-        if self.tc.debug_nan_at_step == step_number:
-            loss = loss * float("nan")  # documented test hook: exercises the divergence path
-        loss_value = loss.item()
-        if not math.isfinite(loss_value):
-            log.error("loss is %s at step %d: stopping the run as diverged", loss_value, step_number)
-            self.state.stop_reason, self.state.diverged_at_step = "diverged", step_number
-            return None, 0
         self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss_value, correct = 0.0, 0
+        for part in B.split_batch(batch, self.tc.micro_batch_size):
+            with self.dev.autocast(), self.dev.attention_kernels():
+                logits = self.forward(*part.inputs)
+            loss = F.cross_entropy(logits.float(), part.labels, reduction="sum") / len(batch)
+            if self.tc.debug_nan_at_step == step_number:
+                loss = loss * float("nan")  # documented test hook: exercises the divergence path
+            part_loss = loss.item()
+            if not math.isfinite(part_loss):
+                log.error("loss is %s at step %d: stopping the run as diverged", part_loss, step_number)
+                self.state.stop_reason, self.state.diverged_at_step = "diverged", step_number
+                self.optimizer.zero_grad(set_to_none=True)
+                return None, 0
+            loss.backward()
+            loss_value += part_loss
+            correct += int((logits.argmax(dim=-1) == part.labels).sum().item())
         if self.tc.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc.grad_clip)
         self.optimizer.step()
         self.scheduler.step()
-        correct = int((logits.argmax(dim=-1) == batch.labels).sum().item())
         return loss_value, correct
 
     def _end_epoch(self, progress: Progress) -> None:
