@@ -6,6 +6,9 @@ each variant's ratio is its step time over the mean of the two `none` steps arou
 rounds is reported. The diffusion layer alone (forward + backward at the same shape) is timed the same way
 and reported as a share of a `none` step.
 
+Each diffusion variant runs on the eager reference operator and on the fused one (`--paths`, model key
+`fused_diffusion`); `--autocast bf16` runs forward passes under bf16 autocast, as the trainer does on a GPU.
+
 Goals: after_embedding ≤ 1.01×, single-scale per-block positions ≤ 1.03×,
 multi-scale per-block ≤ 1.06×.
 """
@@ -53,6 +56,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
+    parser.add_argument(
+        "--paths",
+        nargs="+",
+        choices=["eager", "fused"],
+        default=["eager", "fused"],
+        help="diffusion operators",
+    )
+    parser.add_argument("--autocast", choices=["none", "bf16"], default="none", help="bf16 autocast forward")
     # Table 8, ListOps.
     parser.add_argument("--d-model", type=int, default=128)
     parser.add_argument("--n-layers", type=int, default=6)
@@ -94,7 +105,14 @@ def _timer(device: Any, work: Callable[[], None], clock: str = "wall") -> Callab
     return timed
 
 
-def _train_step(args: argparse.Namespace, device: Any, batch: tuple[Any, Any, Any], variant: str, scale: str):
+def _train_step(
+    args: argparse.Namespace,
+    device: Any,
+    batch: tuple[Any, Any, Any],
+    variant: str,
+    scale: str,
+    path: str = "eager",
+):
     """A timed forward + backward + AdamW step of the Table 8 ListOps model for one variant."""
     import torch
 
@@ -111,13 +129,16 @@ def _train_step(args: argparse.Namespace, device: Any, batch: tuple[Any, Any, An
         d_mlp=args.d_mlp,
         variant=variant,
         scale=scale,
+        fused_diffusion=path == "fused",
     )
     torch.manual_seed(args.seed)
     model = LRAClassifier(cfg).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=1e-5)
 
     def work() -> None:
-        loss = torch.nn.functional.cross_entropy(model(tokens, lengths), labels)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
+            logits = model(tokens, lengths)
+        loss = torch.nn.functional.cross_entropy(logits.float(), labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -125,7 +146,9 @@ def _train_step(args: argparse.Namespace, device: Any, batch: tuple[Any, Any, An
     return _timer(device, work, args.clock)
 
 
-def _layer_alone(args: argparse.Namespace, device: Any, batch: tuple[Any, Any, Any], scale: str):
+def _layer_alone(
+    args: argparse.Namespace, device: Any, batch: tuple[Any, Any, Any], scale: str, path: str = "eager"
+):
     """A timed forward + backward of one DiffusionLayer at the model's activation shape."""
     import torch
 
@@ -133,7 +156,7 @@ def _layer_alone(args: argparse.Namespace, device: Any, batch: tuple[Any, Any, A
     from pdelra.ops import DiffusionLayer
 
     tokens, lengths, _ = batch
-    layer = DiffusionLayer(args.d_model, SCALES[scale]).to(device)
+    layer = DiffusionLayer(args.d_model, SCALES[scale], fused=path == "fused").to(device)
     x = torch.randn(*tokens.shape, args.d_model, device=device, requires_grad=True)
     grad = torch.randn_like(x)
     return _timer(device, lambda: layer(x, lengths).backward(grad), args.clock)
@@ -151,12 +174,12 @@ def _bench_length(args: argparse.Namespace, device: Any, length: int) -> list[di
     labels = torch.randint(0, 10, (args.batch_size,), generator=gen)
     batch = (tokens.to(device), lengths.to(device), labels.to(device))
 
-    cases = [(v, s) for v in args.variants for s in args.scales]
+    cases = [(v, s, p) for v in args.variants for s in args.scales for p in args.paths]
     baseline = _train_step(args, device, batch, "none", "h1")
     steps = {case: _train_step(args, device, batch, *case) for case in cases}
-    layers = {s: _layer_alone(args, device, batch, s) for s in args.scales}
-    ratios: dict[tuple[str, str], list[float]] = {case: [] for case in cases}
-    layer_times: dict[str, list[float]] = {s: [] for s in args.scales}
+    layers = {(s, p): _layer_alone(args, device, batch, s, p) for s in args.scales for p in args.paths}
+    ratios: dict[tuple[str, str, str], list[float]] = {case: [] for case in cases}
+    layer_times: dict[tuple[str, str], list[float]] = {key: [] for key in layers}
     none_times: list[float] = []
     total = args.warmup + args.rounds
     for round_no in range(total):
@@ -169,47 +192,51 @@ def _bench_length(args: argparse.Namespace, device: Any, length: int) -> list[di
                 ratios[case].append(t / ((before + after) / 2))
                 none_times.append(after)
             before = after
-        for scale, layer in layers.items():
+        for key, layer in layers.items():
             t = layer()
             if timed:
-                layer_times[scale].append(t)
+                layer_times[key].append(t)
         log.info("L=%d: round %d/%d done (none step %.3f s)", length, round_no + 1, total, before)
 
     none_median = statistics.median(none_times)
     kind = "ragged" if args.ragged else "full"
     print(
         f"\nL={length}, batch {args.batch_size}, {kind} lengths, {device.type}, {args.rounds} rounds, "
-        f"{torch.get_num_threads()} threads, {args.clock} clock: "
+        f"{torch.get_num_threads()} threads, {args.clock} clock, autocast {args.autocast}: "
         f"none step median {none_median * 1e3:.1f} ms"
     )
-    print(f"{'variant':<18}{'scale':<7}{'ratio':>7}{'min':>7}{'max':>7}{'goal':>7}  met")
+    print(f"{'variant':<18}{'scale':<7}{'path':<7}{'ratio':>7}{'min':>7}{'max':>7}{'goal':>7}  met")
     results: list[dict[str, Any]] = []
-    for (variant, scale), values in ratios.items():
+    for (variant, scale, path), values in ratios.items():
         ratio, goal = statistics.median(values), _goal(variant, scale)
         met = "" if goal is None else ("yes" if ratio <= goal else "NO")
         goal_text = "" if goal is None else f"{goal:.2f}"
         print(
-            f"{variant:<18}{scale:<7}{ratio:>7.3f}{min(values):>7.3f}{max(values):>7.3f}{goal_text:>7}  {met}"
+            f"{variant:<18}{scale:<7}{path:<7}{ratio:>7.3f}{min(values):>7.3f}{max(values):>7.3f}{goal_text:>7}"
+            f"  {met}"
         )
         results.append(
             {
                 "length": length,
                 "variant": variant,
                 "scale": scale,
+                "path": path,
                 "ratio": ratio,
                 "ratios": values,
                 "goal": goal,
                 "none_median_s": none_median,
             }
         )
-    for scale, values in layer_times.items():
+    for (scale, path), values in layer_times.items():
         layer_median = statistics.median(values)
         share = layer_median / none_median
         print(
-            f"diffusion layer alone ({scale}): {layer_median * 1e3:.2f} ms = {100 * share:.2f} % "
+            f"diffusion layer alone ({scale}, {path}): {layer_median * 1e3:.2f} ms = {100 * share:.2f} % "
             f"of a none step; × {args.n_layers} blocks = {100 * args.n_layers * share:.1f} %"
         )
-        results.append({"length": length, "layer_alone": scale, "median_s": layer_median, "share": share})
+        results.append(
+            {"length": length, "layer_alone": scale, "path": path, "median_s": layer_median, "share": share}
+        )
     return results
 
 
@@ -238,6 +265,8 @@ def run(args: argparse.Namespace) -> int:
             "threads": torch.get_num_threads(),
             "torch": torch.__version__,
             "rounds": args.rounds,
+            "autocast": args.autocast,
+            "device_name": torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu",
         }
         write_json_atomic(args.json, {**info, "results": results})
         log.info("wrote %s", args.json)
