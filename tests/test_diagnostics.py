@@ -209,6 +209,21 @@ def test_perturbation_accepts_a_diffusion_layer_and_uses_its_euler_step() -> Non
     assert torch.all(from_layer.norm <= from_layer.bound * (1 + 1e-9))
 
 
+@pytest.mark.parametrize("scaling", SCALINGS)
+def test_from_layer_is_the_layers_own_euler_step_under_both_stencil_scalings(scaling: str) -> None:
+    layer = DiffusionLayer(3, scales=(1, 2, 4), alpha_init=0.15, norm=False, stencil_scaling=scaling).double()
+    with torch.no_grad():
+        layer.step_sizes.theta.add_(torch.randn_like(layer.step_sizes.theta))
+    x = torch.randn(3, 13, 3, dtype=torch.float64)
+    lengths = torch.tensor([13, 7, 2])
+    step = EulerStep.from_layer(layer)
+    assert step.stencil_scaling == scaling
+    with torch.no_grad():
+        torch.testing.assert_close(step(x, lengths), layer(x, lengths))
+    result = perturbation(layer, x, lengths)
+    assert torch.all(result.norm <= result.bound * (1 + 1e-9))
+
+
 def test_inverse_h2_divides_the_stencil_by_h_squared() -> None:
     x = torch.randn(2, 15, 3, dtype=torch.float64)
     alphas = torch.tensor([0.2, 0.1, 0.05], dtype=torch.float64)
