@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES = (
     "pdelra.report",  # report
     "pdelra.versioning",  # version
     "pdelra.bench",  # bench
+    "pdelra.forkserver",  # forkserver run -- CMD (one torch import for many jobs)
     "pdelra.lm.cli",  # lm prepare | train | aggregate (PhysQK-AD's LM experiment)
 )
 
@@ -46,6 +47,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from pdelra import forkserver  # standard library only: cheap
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if forkserver.wants_server(argv):  # PDELRA_FORKSERVER is set: fork from a process with torch loaded
+        code = forkserver.delegate(argv)
+        if code is not None:
+            return code
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
