@@ -21,8 +21,10 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
+# One fork server imports torch once for all of the demo's training/diagnose jobs (pdelra.forkserver).
 demo: $(STAMP)
-	$(BIN)/snakemake --workflow-profile workflow/profiles/default --configfile config/demo.yaml
+	$(BIN)/pdelra forkserver run -- $(BIN)/snakemake --workflow-profile workflow/profiles/default \
+		--configfile config/demo.yaml
 
 test: $(STAMP)
 	$(BIN)/pytest
