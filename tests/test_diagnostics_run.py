@@ -44,6 +44,8 @@ EXPECTED_TRAINED = {
     "in_attention": N_LAYERS,
     "across_heads": N_LAYERS,
     "after_attention": N_LAYERS,
+    "cta_diffusion": 0,  # related systems: residual and probe rows only
+    "physqk_ad": 0,
 }
 
 
