@@ -78,7 +78,7 @@ def test_compiled_fused_equals_eager_and_varying_lengths_do_not_recompile(compil
         (3, 30, None),
     ]
     for batch, length, lengths in shapes:
-        x = torch.randn(batch, length, 8, generator=gen).to(DEVICE)
+        x = torch.randn(batch, length, 8, generator=gen, device="cpu").to(DEVICE)
         lens = None if lengths is None else torch.tensor(lengths, device=DEVICE)
         _assert_same(eager, layer, x, lens)
     assert not fused._failed, "compilation fell back to eager: the compiled path was not tested"
@@ -94,7 +94,7 @@ def test_compiled_bare_step_with_h_beyond_the_length(compiled: None) -> None:
     eager, layer = _pair(8, (9,), False, stencil_scaling="inverse_h2")
     gen = torch.Generator().manual_seed(3)
     for batch, length, lengths in [(3, 7, [7, 4, 1]), (2, 12, None)]:
-        x = torch.randn(batch, length, 8, generator=gen).to(DEVICE)
+        x = torch.randn(batch, length, 8, generator=gen, device="cpu").to(DEVICE)
         lens = None if lengths is None else torch.tensor(lengths, device=DEVICE)
         _assert_same(eager, layer, x, lens)
     assert not fused._failed
