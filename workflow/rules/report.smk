@@ -35,6 +35,15 @@ rule report:
         notebook=f"{RESULTS}/report/report.ipynb",
         html=f"{RESULTS}/report/report.html",
         index=f"{RESULTS}/report/index.html",
+        claims=f"{RESULTS}/report/tables/claims.csv",
+        # Flagged for `snakemake --report report.zip`: Snakemake's own report (runtimes, provenance, rule
+        # graph) then carries every figure of ours too.
+        figures=report(
+            directory(f"{RESULTS}/report/figures"),
+            patterns=["{name}.png"],
+            category="Figures",
+            caption="../report/figures.rst",
+        ),
     params:
         tables=lambda wildcards, input: parent_dir(input.tables[0]),
         out=lambda wildcards, output: parent_dir(output.html),
