@@ -216,9 +216,13 @@ def serve(path: Path, ready_fd: int | None = None) -> None:
                 conn, _ = server.accept()
             except InterruptedError:
                 continue
-            if os.fork() == 0:
-                server.close()
-                _handle(conn)
+            if os.fork() == 0:  # never return into this loop (or its finally) from a request child
+                try:
+                    server.close()
+                    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+                    _handle(conn)
+                finally:
+                    os._exit(1)
             conn.close()
     finally:
         server.close()
