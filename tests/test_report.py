@@ -113,6 +113,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return exp / "report"
 
 
+@pytest.mark.slow
 def test_claims_csv_through_the_public_path(built: Path) -> None:
     claims = pd.read_csv(built / "tables" / "claims.csv").set_index("claim_id")
     assert list(claims.reset_index().columns) == list(CLAIM_COLUMNS)
@@ -129,6 +130,7 @@ def test_claims_csv_through_the_public_path(built: Path) -> None:
     assert claims.loc["table11_sign_after_embedding_pathfinder", "verdict"] == "reproduced"
 
 
+@pytest.mark.slow
 def test_every_table_and_figure_in_every_format_with_a_caption(built: Path) -> None:
     for name in FIGURES:
         for ext in ("png", "pdf"):
@@ -147,6 +149,7 @@ def test_every_table_and_figure_in_every_format_with_a_caption(built: Path) -> N
     assert at_init["low"].iloc[0] == pytest.approx(0.98, abs=0.02)  # α = 0.1 barely touches low frequencies
 
 
+@pytest.mark.slow
 def test_report_reads_like_a_results_section(built: Path) -> None:
     page = (built / "report.html").read_text()
     headings = ("Verdicts", "Provenance", "Table 11", "Multi-scale", "Table 15", "spectral view", "Table 14")
@@ -160,6 +163,7 @@ def test_report_reads_like_a_results_section(built: Path) -> None:
     assert "Unnamed: 0" not in page
 
 
+@pytest.mark.slow
 def test_index_is_a_landing_page_with_verdicts_first(built: Path) -> None:
     index = (built / "index.html").read_text()
     assert index.index('id="claims"') < index.index("<h2>Figures</h2>")
