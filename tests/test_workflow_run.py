@@ -82,11 +82,17 @@ def test_editing_one_task_lr_reruns_only_that_tasks_training(copy_of_completed: 
     _edit_config(copy_of_completed, edit)
     proc = run_snakemake(copy_of_completed, "-n", timeout=120, check=True)
     output = proc.stdout + proc.stderr
-    tasks_to_train = re.findall(r"wildcards: task=(\w+), variant=", output)
+    train_jobs = [
+        block for block in re.split(r"\n(?=(?:local)?rule \w+:)", output) if block.startswith("rule train:")
+    ]
+    tasks_to_train = [
+        t for block in train_jobs for t in re.findall(r"wildcards: task=(\w+), variant=", block)
+    ]
     assert sorted(tasks_to_train) == ["listops", "listops"], output[-3000:]
     jobs = dry_run_jobs(copy_of_completed)
     assert jobs.pop("train") == 2
-    assert set(jobs) <= {"aggregate", "report", "all", "version"}
+    assert jobs.pop("diagnose", 0) == 2  # the retrained runs' diagnostics, nothing else
+    assert set(jobs) <= {"aggregate", "diagnostics_table", "report", "all", "version"}
     assert "preprocess" not in jobs and "generate" not in jobs
 
 
