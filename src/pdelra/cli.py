@@ -33,6 +33,9 @@ SUBCOMMAND_MODULES = (
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pdelra",
+        # `pdelra aggregate --out T @FILE` reads arguments from FILE, one a line: the workflow gives the paths
+        # of 10,000s of runs this way (one command line may not exceed 128 KiB).
+        fromfile_prefix_chars="@",
         description=(
             "Reproduce 'Where to Add PDE Diffusion in Transformers' on the Long Range Arena. "
             "Each subcommand is one step of the Snakemake workflow; "

@@ -2,6 +2,7 @@
 
 import json
 import re
+import subprocess
 import sys
 from itertools import product
 from pathlib import Path
@@ -12,6 +13,35 @@ from snakemake.utils import validate
 
 from pdelra import runs as run_layout
 from pdelra.model import VARIANTS, ModelConfig
+
+# ----------------------------------------------------------------------------------------------------
+# The config file. A --configfile on the command line replaces the paper config instead of being merged
+# into it: the demo and the test configs are complete experiments, not patches (a merge would leak the
+# paper's grids and sizes).
+# ----------------------------------------------------------------------------------------------------
+def check_yaml_syntax(path):
+    """Stop with FILE:LINE:COLUMN and the parser's complaint when `path` is not valid YAML."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            yaml.safe_load(f)
+    except FileNotFoundError:
+        return  # Snakemake reports a missing config file itself
+    except yaml.YAMLError as err:
+        mark = getattr(err, "problem_mark", None)
+        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
+        problem = " ".join(filter(None, [getattr(err, "context", None), getattr(err, "problem", None)]))
+        print(f"Invalid config: {where}: not valid YAML: {problem or err}", file=sys.stderr)
+        sys.exit(1)
+
+
+if not workflow.overwrite_configfiles:
+    # Snakemake's own message for a YAML syntax error names neither the file nor the line: find them first.
+    # (A --configfile is read by Snakemake before the Snakefile runs; the README's troubleshooting table
+    # shows how to find the line then.)
+    check_yaml_syntax("config/config.yaml")
+
+    configfile: "config/config.yaml"
+
 
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 PDELRA_ENV = "../../envs/pdelra.yaml"
@@ -222,6 +252,13 @@ def generate_params(wildcards):
     return json.dumps(settings, sort_keys=True, separators=(",", ":"))
 
 
+def write_arg_file(path, items):
+    """One argument a line, for `pdelra ... @path`: a rule's list of every run's file would make its
+    command line longer than Linux allows for one argument (128 KiB, ~1,800 paths)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text("".join(f"{item}\n" for item in items))
+
+
 def parent_dir(path):
     """The folder of a declared input/output: for params, so no path prefix is hard-coded twice."""
     return str(Path(path).parent)
@@ -241,7 +278,8 @@ def model_problems():
     for name in config["run_grids"]:
         grid = config["grids"][name]
         settings = run_layout.grid_settings(grid)
-        for task, variant, scale, setting in product(grid["tasks"], grid["variants"], grid["scales"], settings):
+        combinations = product(grid["tasks"], grid["variants"], grid["scales"], settings)
+        for task, variant, scale, setting in combinations:
             model = {**_merged("model", task), **SETTINGS[setting]["model"]}
             try:
                 ModelConfig(vocab_size=2, num_classes=2, max_length=1, variant=variant, scale=scale, **model)
@@ -268,6 +306,71 @@ def data_problems():
 _problems = model_problems() + data_problems()
 if _problems:
     config_error(_problems)
+
+
+# ----------------------------------------------------------------------------------------------------
+# The cluster: with the slurm executor, before any local work (downloads, preprocessing), the profile's
+# placeholders must be replaced and sbatch/sacct must reach the cluster. One message, then stop.
+# ----------------------------------------------------------------------------------------------------
+SLURM_PLACEHOLDER = re.compile(r"SET-YOUR-[A-Z-]+")
+
+
+def cluster_problems():
+    given, seen = [], set()
+    for job in workflow.dag.needrun_jobs():  # one job per rule: its requests as Slurm would get them
+        if job.rule.name not in seen:
+            seen.add(job.rule.name)
+            given += [str(job.resources.get(key)) for key in ("slurm_partition", "slurm_account")]
+    given = " ".join(given)
+    problems = []
+    placeholders = sorted(set(SLURM_PLACEHOLDER.findall(given)))
+    if placeholders:
+        problems.append(
+            f"the Slurm profile's placeholders {', '.join(placeholders)} are still in default-resources: set "
+            "slurm_partition and slurm_account in profiles/slurm/profile.yaml (or pass --default-resources "
+            "slurm_partition=... slurm_account=...)"
+        )
+    status = getattr(workflow.executor_settings, "status_command", None) or "sacct"
+    probes = [["sinfo", "--noheader", "--format=%P"]]  # answers only when slurmctld does
+    if status == "sacct":
+        probes.append(["sacct", "--noheader", "-X", "--starttime=now", "--format=JobID"])  # slurmdbd
+    running = []
+    for probe in probes:
+        try:
+            proc = subprocess.Popen(probe, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            running.append((probe, proc))
+        except FileNotFoundError:
+            problems.append(f"`{probe[0]}` is not installed here: run Snakemake on a Slurm login node")
+    for probe, proc in running:
+        try:
+            out, err = proc.communicate(timeout=30)
+            detail = (err or out).strip().splitlines()
+            failure = (detail[-1] if detail else f"exit {proc.returncode}") if proc.returncode else None
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            failure = "no answer within 30 s"
+        if failure:
+            hint = ""
+            if probe[0] == "sacct":
+                hint = "; without Slurm accounting, use --slurm-status-command squeue"
+            problems.append(f"`{' '.join(probe)}` failed ({failure}): no answer from the cluster{hint}")
+    return problems
+
+
+def check_cluster():
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.name != "slurm":
+        return
+    problems = cluster_problems()
+    if problems:
+        lines = "\n".join(f"  - {problem}" for problem in problems)
+        print(f"Cannot use Slurm (nothing was started):\n{lines}", file=sys.stderr)
+        sys.exit(1)
+
+
+onstart:
+    check_cluster()
 
 
 wildcard_constraints:

@@ -46,9 +46,12 @@ rule diagnostics_table:
         DIAGNOSTICS,
     output:
         f"{RESULTS}/tables/diagnostics.csv",
+    params:
+        inputs=f"{LOGS}/diagnostics_table.inputs",  # one file a line: too many for a command line
     log:
         f"{LOGS}/diagnostics_table.log",
     conda:
         PDELRA_ENV
-    shell:
-        "pdelra diagnose table --out {output} {input} > {log} 2>&1"
+    run:
+        write_arg_file(params.inputs, input)
+        shell("pdelra diagnose table --out {output} @{params.inputs} > {log} 2>&1")

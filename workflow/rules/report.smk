@@ -15,12 +15,14 @@ rule aggregate:
         settings=f"{RESULTS}/tables/settings.csv",
     params:
         out=lambda wildcards, output: parent_dir(output.runs),
+        inputs=f"{LOGS}/aggregate.inputs",  # the run files, one a line: too many for a command line
     log:
         f"{LOGS}/aggregate.log",
     conda:
         PDELRA_ENV
-    shell:
-        "pdelra aggregate --out {params.out} {input} > {log} 2>&1"
+    run:
+        write_arg_file(params.inputs, input)
+        shell("pdelra aggregate --out {params.out} @{params.inputs} > {log} 2>&1")
 
 
 rule report:

@@ -14,7 +14,8 @@ rule version:
     """dvc add the runs, tables and report of this experiment; push them when a remote is set."""
     localrule: True
     input:
-        metrics=all_metrics(),
+        # Only what it reads besides runs/: the tables already depend on every run's metrics.json, and
+        # listing those 10,000s of files here too made Snakemake's input expansion quadratic.
         tables=rules.aggregate.output,
         report=rules.report.output,
     output:

@@ -14,6 +14,7 @@ BENCHMARKS = {
     "train-step": "pdelra.bench.train_step",
     "layer": "pdelra.bench.layer",
     "preprocess": "pdelra.bench.preprocess",
+    "workflow-scale": "pdelra.bench.workflow_scale",
 }
 
 

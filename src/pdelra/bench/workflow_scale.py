@@ -1,0 +1,238 @@
+"""The workflow at a hundred times the paper's grid: DAG build and aggregation over >= 10,000 runs.
+
+Measures (each in its own process; wall time and that process's peak RSS):
+  dry_run      `snakemake -n` on the paper config with one grid widened to every variant x scale x enough
+               seeds for --runs training jobs (data.source real: nothing is downloaded in a dry run);
+  aggregate    `pdelra aggregate --runs DIR` over as many generated metrics.json files (50 epochs of history
+               with alpha of 6 layers each, like real ones);
+  longest_command  the longest shell command the dry run prints, against Linux's 128 KiB limit on one
+               argument (a rule passing every run's path on its command line would fail past it).
+Goals on 2 cores: dry run < 30 s; aggregate < 30 s and < 2 GB. Prints one JSON object (also --json-out).
+Not part of the test suite; run from the repository root (or give --workflow).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+WORKFLOW_PATHS = ("Snakefile", "workflow", "config", "envs", "profiles")
+MAX_ARG_STRLEN = 128 * 1024  # Linux: one argv string (bash -c "<command>") may not exceed this
+GOALS = {"dry_run_s": 30.0, "aggregate_s": 30.0, "aggregate_peak_rss_mb": 2048.0}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--runs", type=int, default=10_000, help="training jobs / metrics files (10000)")
+    parser.add_argument(
+        "--workflow", type=Path, default=Path.cwd(), help="repository root with the Snakefile (cwd)"
+    )
+    parser.add_argument("--skip-dry-run", action="store_true", help="only measure aggregation")
+    parser.add_argument("--skip-aggregate", action="store_true", help="only measure the DAG")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON result here")
+    parser.add_argument("--keep", type=Path, help="build the workspace here and keep it (default: temporary)")
+
+
+# A small parent that runs the measured command and reports its children's peak RSS: measured from this
+# (large) process, the peak would include the copy of this process that exists between fork and exec.
+_WRAPPER = (
+    "import json, resource, subprocess, sys; status = subprocess.run(sys.argv[1:]).returncode; "
+    "print(json.dumps([status, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]), file=sys.stderr)"
+)
+
+
+def _timed(command: list[str], cwd: Path) -> dict[str, Any]:
+    """Run `command`; its wall time, exit status, peak RSS (KiB → MB) and output (stdout + stderr)."""
+    env = {
+        **os.environ,
+        "OMP_NUM_THREADS": "1",
+        "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+    }
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-c", _WRAPPER, *command], cwd=cwd, env=env,
+                          capture_output=True, text=True)  # fmt: skip
+    wall = time.perf_counter() - start
+    *rest, last = proc.stderr.rstrip("\n").split("\n")
+    status, peak_kb = json.loads(last)
+    return {"wall_s": round(wall, 2), "status": status, "peak_rss_mb": round(peak_kb / 1024, 1),
+            "output": proc.stdout + "\n".join(rest)}  # fmt: skip
+
+
+def _job_counts(text: str) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    table = re.search(r"job\s+count\n[-\s]+\n(.*?)\n\s*total\s+(\d+)", text, flags=re.S)
+    if table:
+        for line in table.group(1).splitlines():
+            parts = line.split()
+            if len(parts) == 2 and parts[1].isdigit():
+                counts[parts[0]] = int(parts[1])
+        counts["total"] = int(table.group(2))
+    return counts
+
+
+def scale_config(repo: Path, runs: int) -> dict[str, Any]:
+    """The paper config with grids.scale = 5 tasks x every variant x 4 scales x enough seeds, alone."""
+    import yaml
+
+    from pdelra.model import SCALES, VARIANTS
+
+    config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
+    tasks = list(config["tasks"])
+    variants = [v for v in VARIANTS if v != "none"]
+    per_seed = len(tasks) * len(variants) * len(SCALES)
+    seeds = math.ceil(runs / per_seed)
+    config["experiment"] = "scale"
+    config["grids"] = {
+        "scale": {"tasks": tasks, "variants": variants, "scales": list(SCALES), "seeds": list(range(seeds))}
+    }
+    config["run_grids"] = ["scale"]
+    config.pop("lm", None)  # the grid is what is measured
+    return config
+
+
+def dry_run(repo: Path, work: Path, runs: int) -> dict[str, Any]:
+    import yaml
+
+    for name in WORKFLOW_PATHS:
+        source = repo / name
+        if source.is_dir():
+            shutil.copytree(source, work / name, dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("__pycache__", ".snakemake"))  # fmt: skip
+        elif source.is_file():
+            shutil.copy2(source, work / name)
+    (work / "config" / "config.yaml").write_text(yaml.safe_dump(scale_config(repo, runs), sort_keys=False))
+    snakemake = str(Path(sys.executable).parent / "snakemake")
+    result = _timed([snakemake, "-n", "--workflow-profile", "workflow/profiles/default"], work)
+    output = result.pop("output")
+    result["jobs"] = _job_counts(output)
+    # printshellcmds is on: each job's shell command is printed as "Shell command: ..." (run: blocks are not).
+    commands = [
+        line.split("Shell command: ", 1)[1] for line in output.splitlines() if "Shell command: " in line
+    ]
+    longest = max(map(len, commands), default=0)
+    result["longest_command"] = {"chars": longest, "limit": MAX_ARG_STRLEN, "fits": longest < MAX_ARG_STRLEN}
+    if result["status"] != 0:
+        result["error"] = output[-2000:]
+    quiet = _timed([snakemake, "-n", "--quiet", "--workflow-profile", "workflow/profiles/default"], work)
+    quiet.pop("output")
+    result["quiet_wall_s"] = quiet["wall_s"]
+    return result
+
+
+def _metrics(task: str, variant: str, scale: str, seed: int, rng: random.Random) -> dict[str, Any]:
+    layers = {f"encoder.blocks.{i}.mlp_output": {"mean": 0.1, "min": 0.05, "max": 0.2} for i in range(6)}
+    history = [
+        {"epoch": e, "steps": 100 * e, "train_loss": rng.random(), "train_accuracy": rng.random(),
+         "val_loss": rng.random(), "val_accuracy": rng.random(), "lr": 1e-3, "alpha": layers}
+        for e in range(1, 51)
+    ]  # fmt: skip
+    return {
+        "schema_version": 1, "task": task, "variant": variant, "scale": scale, "setting": "base",
+        "seed": seed,
+        "status": "completed", "diverged_at_step": None, "stop_reason": "max_epochs",
+        "test_accuracy": rng.random(), "test_loss": rng.random(), "best_val_accuracy": rng.random(),
+        "best_epoch": 50, "epochs_run": 50, "steps_run": 5000, "steps_per_epoch": 100, "planned_steps": 5000,
+        "stopped_early": False, "history": history, "parameter_count": 1_000_000,
+        "diffusion_parameter_count": 1000, "seeds": {"python": 42 + seed, "numpy": seed, "torch": 1 + seed},
+        "config_hash": "0" * 64, "data_manifest_hash": "1" * 64, "run_config": {},
+        "code_version": {"package": "0.1.0", "git": "bench"}, "versions": {}, "device": "bench",
+        "num_threads": 1, "wall_time_s": 3600.0, "median_step_time_s": 0.1, "peak_memory_bytes": 2**30,
+        "peak_memory_kind": "cuda", "resumed_count": 0,
+    }  # fmt: skip
+
+
+def aggregate_many(repo: Path, work: Path, runs: int) -> dict[str, Any]:
+    from pdelra.runs import run_dir
+
+    grid = scale_config(repo, runs)["grids"]["scale"]
+    rng = random.Random(0)
+    root = work / "runs"
+    count = 0
+    started = time.perf_counter()
+    for task in grid["tasks"]:
+        for variant in grid["variants"]:
+            for scale in grid["scales"]:
+                for seed in grid["seeds"]:
+                    folder = run_dir(root, task, variant, scale, "base", seed)
+                    folder.mkdir(parents=True, exist_ok=True)
+                    text = json.dumps(_metrics(task, variant, scale, seed, rng), indent=2)
+                    (folder / "metrics.json").write_text(text)
+                    count += 1
+    generated = time.perf_counter() - started
+    pdelra = [
+        sys.executable,
+        "-m",
+        "pdelra.cli",
+        "aggregate",
+        "--runs",
+        str(root),
+        "--out",
+        str(work / "tables"),
+    ]
+    result = _timed(pdelra, work)
+    output = result.pop("output")
+    if result["status"] != 0:
+        result["error"] = output[-2000:]
+    size = sum(p.stat().st_size for p in root.rglob("metrics.json"))
+    return {**result, "files": count, "total_mb": round(size / 2**20, 1), "generate_s": round(generated, 1)}
+
+
+def run(args: argparse.Namespace) -> int:
+    repo = args.workflow.resolve()
+    if not (repo / "Snakefile").is_file():
+        print(f"no Snakefile in {repo}: run from the repository root or give --workflow", file=sys.stderr)
+        return 2
+    result: dict[str, Any] = {"runs": args.runs, "goals": GOALS, "loadavg": os.getloadavg(),
+                              "cpus": os.cpu_count()}  # fmt: skip
+    with tempfile.TemporaryDirectory(prefix="pdelra-scale-") as name:
+        work = args.keep or Path(name)
+        work.mkdir(parents=True, exist_ok=True)
+        # Each measurement in a fresh child of its own, so RUSAGE_CHILDREN's peak is that child's.
+        for key, skip in (("dry_run", args.skip_dry_run), ("aggregate", args.skip_aggregate)):
+            if skip:
+                continue
+            child = [sys.executable, "-m", "pdelra.bench.workflow_scale", f"--only={key}",
+                     f"--runs={args.runs}", f"--workflow={repo}", f"--work={work / key}"]  # fmt: skip
+            proc = subprocess.run(child, capture_output=True, text=True)
+            if proc.returncode != 0:
+                result[key] = {"error": proc.stderr[-2000:]}
+            else:
+                result[key] = json.loads(proc.stdout)
+    result["met"] = {
+        "dry_run_s": result.get("dry_run", {}).get("wall_s", math.inf) < GOALS["dry_run_s"],
+        "aggregate_s": result.get("aggregate", {}).get("wall_s", math.inf) < GOALS["aggregate_s"],
+        "aggregate_peak_rss_mb": result.get("aggregate", {}).get("peak_rss_mb", math.inf)
+        < GOALS["aggregate_peak_rss_mb"],
+    }
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(text + "\n")
+    return 0
+
+
+def _child(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--only", choices=("dry_run", "aggregate"), required=True)
+    parser.add_argument("--runs", type=int, required=True)
+    parser.add_argument("--workflow", type=Path, required=True)
+    parser.add_argument("--work", type=Path, required=True)
+    args = parser.parse_args(argv)
+    args.work.mkdir(parents=True, exist_ok=True)
+    measure = dry_run if args.only == "dry_run" else aggregate_many
+    print(json.dumps(measure(args.workflow, args.work, args.runs)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_child(sys.argv[1:]))
