@@ -129,6 +129,22 @@ def test_a_perfectly_predictive_commutator_gives_rho_minus_one_and_a_yes() -> No
     # The roughness reduction equals the commutator here: it predicts a loss where the theory expects a gain.
     assert test.loc["roughness_reduction", "rho"] == pytest.approx(-1)
     assert test.loc["roughness_reduction", "verdict"] == "contradicted"
+    assert test.loc["roughness_reduction", "answer"].startswith("no: the CI excludes 0 in the opposite")
+
+
+def test_a_ci_that_excludes_zero_is_not_a_yes_when_rho_is_not_significant_across_points() -> None:
+    # Three positions with a weak, seed-stable ordering: ρ = −0.5 whatever the seeds, p ≈ 0.67.
+    comm, acc = {}, {}
+    for seed in (0, 1, 2):
+        acc[("listops", "none", seed)] = 0.5
+        for variant, c, gain in (("a", 0.1, 0.02), ("b", 0.2, 0.03), ("c", 0.3, 0.01)):
+            comm[("listops", variant, seed)] = c
+            acc[("listops", variant, seed)] = 0.5 + gain + 0.001 * seed
+    test = section.mechanism_test(section.mechanism_points(diagnostics_table(comm), runs_table(acc)))
+    row = test.set_index("predictor").loc["commutator"]
+    assert row["rho"] == pytest.approx(-0.5) and row["ci_low"] == row["ci_high"] == pytest.approx(-0.5)
+    assert row["verdict"] == "reproduced"  # the project's rule on the seed CI alone
+    assert row["p_value"] > 0.05 and row["answer"].startswith("no evidence: stable over seeds")
 
 
 def test_seeds_that_disagree_give_a_ci_that_includes_zero() -> None:
