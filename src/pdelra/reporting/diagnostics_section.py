@@ -372,8 +372,17 @@ def figure_mechanism(points: pd.DataFrame, test: pd.DataFrame) -> Any:
         ax.set_title(f"ρ = {rho}, {int(100 * row['confidence'])}% CI {ci}\n{row['answer']}", fontsize=9)
         ax.set_xlabel(label)
         ax.set_ylabel("accuracy gain over baseline (points)")
-        if cells:
-            ax.legend(title="task", fontsize=7, frameon=False)
+    handles, labels = axes[0][-1].get_legend_handles_labels()
+    if handles:
+        axes[0][-1].legend(
+            handles,
+            labels,
+            title="task",
+            fontsize=7,
+            frameon=False,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+        )
     fig.tight_layout()
     return fig
 
