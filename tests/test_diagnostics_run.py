@@ -112,6 +112,8 @@ def test_values_match_a_computation_by_hand(runs) -> None:
     run_dir, data = runs["after_embedding"]
     frame = diagnose_run(run_dir, data, examples=12, batch_size=12)
     model, _, val = load_run(run_dir, data)
+    # The eager operator (same function, same parameters): no torch.compile in a diagnose job.
+    assert not any(getattr(m, "fused", False) for m in model.modules())
     batch = make_batch(val, np.arange(12), lambda t: t)
     tokens, lengths = batch.tokens, batch.lengths
     encoder = model.encoder

@@ -326,7 +326,10 @@ def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recor
 
 def load_run(run_dir: Path, data_dir: Path) -> tuple[torch.nn.Module, dict[str, Any], Any]:
     """(model with the run's best-validation weights, in eval mode; metrics.json; the val split)."""
+    import dataclasses
+
     from pdelra.data.store import load_split, manifest_hash, read_manifest
+    from pdelra.model import ModelConfig
     from pdelra.training.batches import is_pair_split
     from pdelra.training.runconfig import validate_run_config
     from pdelra.training.runner import build_model
@@ -341,7 +344,12 @@ def load_run(run_dir: Path, data_dir: Path) -> tuple[torch.nn.Module, dict[str, 
         raise DiagnoseError(f"{metrics_path}: line {exc.lineno}: not JSON ({exc.msg})") from exc
     if "run_config" not in metrics:
         raise DiagnoseError(f"{metrics_path}: no 'run_config' key (written by an older trainer?)")
-    cfg = validate_run_config(metrics["run_config"], f"{metrics_path}: run_config")
+    raw = dict(metrics["run_config"])
+    if "fused_diffusion" in {f.name for f in dataclasses.fields(ModelConfig)}:
+        # The eager operator computes the same function with the same parameters, without compiling one
+        # (torch.compile costs seconds to tens of seconds a process; a diagnose job is a few forward passes).
+        raw["model"] = {**raw.get("model", {}), "fused_diffusion": False}
+    cfg = validate_run_config(raw, f"{metrics_path}: run_config")
     manifest = read_manifest(data_dir)
     if manifest["task"] != cfg.task:
         raise DiagnoseError(f"{run_dir} is a {cfg.task!r} run but {data_dir} holds task {manifest['task']!r}")
