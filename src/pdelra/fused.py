@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import logging
 import os
+import types
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -39,7 +40,7 @@ log = logging.getLogger(__name__)
 # Compile the fused functions (default). Read once at import; tests may flip the module attribute.
 COMPILE = os.environ.get("PDELRA_FUSED_COMPILE", "1") not in ("0", "false", "False", "")
 
-_compiled: dict[str, Callable[..., Any]] = {}
+_compiled: dict[tuple[Any, ...], Callable[..., Any]] = {}
 _failed = False
 
 
@@ -146,17 +147,23 @@ def _backward(
     return grad_x, torch.stack(grad_coef), grad_weight, grad_bias
 
 
-def _run(name: str, fn: Callable[..., Any], *args: Any) -> Any:
-    """fn(*args), compiled (dynamic shapes) unless compilation is off, failed before, or already under way."""
+def _run(fn: Callable[..., Any], config: tuple[Any, ...], *args: Any) -> Any:
+    """fn(*args), compiled (dynamic shapes) unless compilation is off, failed before, or already under way.
+
+    One compiled copy of fn per layer `config` (scales, reflection kind, LayerNorm or not, channels, dtype,
+    device): Dynamo caches graphs per code object with a small limit (8), which a process holding many
+    different layers (benchmarks, tests) would exhaust, and it would then run the rest uncompiled.
+    """
     global _failed
     if not COMPILE or _failed or torch.compiler.is_compiling():
         return fn(*args)
-    compiled = _compiled.get(name)
+    key = (fn.__name__, *config)
+    compiled = _compiled.get(key)
     if compiled is None:
+        copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__)
         # Every gathered index is clamped into range by construction: no per-load bounds check.
-        compiled = _compiled[name] = torch.compile(
-            fn, dynamic=True, options={"assert_indirect_indexing": False}
-        )
+        options = {"assert_indirect_indexing": False}
+        compiled = _compiled[key] = torch.compile(copy, dynamic=True, options=options)
     for arg in args:  # batch and length vary from step to step: compile for symbolic sizes from the start
         if not isinstance(arg, Tensor):
             continue
@@ -178,9 +185,10 @@ def _run(name: str, fn: Callable[..., Any], *args: Any) -> Any:
 class _FusedDiffusion(torch.autograd.Function):
     @staticmethod
     def forward(ctx, x, coef, weight, bias, lengths, scales, wide, eps):  # type: ignore[override]
-        y, mean, rstd = _run("forward", _forward, x, coef, weight, bias, lengths, scales, wide, eps)
+        config = (scales, wide, weight is None, x.shape[-1], x.dtype, x.device.type)
+        y, mean, rstd = _run(_forward, config, x, coef, weight, bias, lengths, scales, wide, eps)
         ctx.save_for_backward(x, coef, weight, lengths, mean, rstd)
-        ctx.scales, ctx.wide, ctx.has_bias = scales, wide, bias is not None
+        ctx.scales, ctx.wide, ctx.has_bias, ctx.config = scales, wide, bias is not None, config
         return y
 
     @staticmethod
@@ -188,8 +196,8 @@ class _FusedDiffusion(torch.autograd.Function):
     def backward(ctx, grad):  # type: ignore[override]
         x, coef, weight, lengths, mean, rstd = ctx.saved_tensors
         grad_x, grad_coef, grad_weight, grad_bias = _run(
-            "backward",
             _backward,
+            ctx.config,
             grad.contiguous(),
             x,
             coef,
