@@ -7,6 +7,7 @@ one task asking for a GPU (the node's fake gres), and stop exactly the daemons t
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -17,7 +18,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, load_config, make_workspace, parse_job_counts, snakemake_command, tool_env
+from conftest import (
+    REPO,
+    VENV_BIN,
+    load_config,
+    make_workspace,
+    parse_job_counts,
+    snakemake_command,
+    tool_env,
+)
+from test_faults import _same_run
 
 SCRIPT = REPO / "scripts" / "local-slurm.sh"
 PROFILE = REPO / "profiles" / "slurm" / "profile.yaml"
@@ -208,3 +218,98 @@ def test_demo_grid_runs_through_the_slurm_profile(slurm_cluster: dict[str, str],
     assert not re.search(
         r"submitted with SLURM jobid \d+ \(log: .*?/rule_(generate|preprocess|aggregate|report)", log
     )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Faults a cluster run meets
+# ---------------------------------------------------------------------------------------------------------
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_placeholders_or_an_unreachable_cluster_stop_the_run_before_any_local_work(
+    slurm_cluster: dict[str, str], tmp_path: Path
+):
+    """One message at the start, instead of hours of local downloads followed by pages of sbatch errors."""
+    ws = make_workspace(tmp_path / "ws", slurm_config())
+    conf = Path(slurm_cluster["SLURM_CONF"]).read_text()
+    # The same cluster, as seen from a host whose controller and database ports lead nowhere.
+    down = re.sub(r"(?m)^(SlurmctldPort|AccountingStoragePort)=\d+", r"\1=9", conf)
+    (tmp_path / "down.conf").write_text(down)
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "120", *snakemake_command(ws, ("--profile", "profiles/slurm"))],
+        cwd=ws,
+        env=tool_env({**slurm_cluster, "SLURM_CONF": str(tmp_path / "down.conf")}),
+        capture_output=True,
+        text=True,
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1, log[-3000:]
+    assert "Cannot use Slurm (nothing was started)" in log
+    assert "placeholders SET-YOUR-ACCOUNT, SET-YOUR-GPU-PARTITION are still in default-resources" in log
+    assert "`sinfo --noheader --format=%P` failed" in log and "`sacct --noheader" in log
+    assert not (ws / "data").exists() and not (ws / "results").exists(), "local work started anyway"
+
+
+def _squeue_running(env: dict[str, str]) -> list[str]:
+    proc = subprocess.run(
+        ["squeue", "-h", "-t", "RUNNING", "-o", "%i"], env=tool_env(env), capture_output=True, text=True
+    )
+    return proc.stdout.split()
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_requeued_training_job_resumes_and_gives_the_uninterrupted_metrics(
+    slurm_cluster: dict[str, str], tmp_path: Path
+):
+    """Preemption: Slurm requeues a running training job (SIGTERM, then the job starts again)."""
+    config = slurm_config()
+    config["grids"]["main"].update(tasks=[GPU_TASK], variants=["after_embedding"])
+    config["defaults"]["train"].update(
+        max_steps=None, max_epochs=8, batch_size=4, checkpoint_every_steps=1, checkpoint_minutes=None
+    )
+    ws = make_workspace(tmp_path / "ws", config)
+    run = ("listops", "after_embedding", "h1", "base", 0)
+    ckpt = ws / "results" / "tiny" / "checkpoints" / "/".join(map(str, run[:-1])) / "seed0" / "checkpoint.pt"
+    metrics_file = ws / "results" / "tiny" / "runs" / "/".join(map(str, run[:-1])) / "seed0" / "metrics.json"
+    command = [
+        "timeout",
+        "-k",
+        "10",
+        "300",
+        # Only the run itself is the target: aggregation and the report are tested elsewhere.
+        *snakemake_command(
+            ws, ("--profile", "profiles/slurm", *TEST_OVERRIDES, str(metrics_file.relative_to(ws)))
+        ),
+    ]
+    log_path = tmp_path / "snakemake.log"
+    with open(log_path, "w") as log:
+        smk = subprocess.Popen(command, cwd=ws, env=tool_env(slurm_cluster), stdout=log,
+                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    deadline = time.monotonic() + 200
+    while not ckpt.exists():
+        assert smk.poll() is None, log_path.read_text()[-4000:]
+        assert time.monotonic() < deadline, "training never checkpointed"
+        time.sleep(0.1)
+    running = _squeue_running(slurm_cluster)
+    assert len(running) == 1, running
+    requeue = subprocess.run(["scontrol", "requeue", running[0]], env=tool_env(slurm_cluster),
+                             capture_output=True, text=True)  # fmt: skip
+    assert requeue.returncode == 0, requeue.stderr
+    smk.wait(timeout=320)
+    assert smk.returncode == 0, log_path.read_text()[-6000:]
+
+    metrics = json.loads(metrics_file.read_text())
+    assert metrics["resumed_count"] >= 1
+    history = subprocess.run(["sacct", "-D", "-X", "-n", "-P", "-o", "JobID,State", "-j", running[0]],
+                             env=tool_env(slurm_cluster), capture_output=True, text=True).stdout  # fmt: skip
+    assert "REQUEUED" in history and "COMPLETED" in history, history
+
+    # The same run, uninterrupted, in a plain process on the same data.
+    reference = tmp_path / "reference"
+    train = [str(VENV_BIN / "pdelra"), "train", "--run-config", json.dumps(metrics["run_config"]),
+             "--data", str(ws / "data" / "processed" / "listops"), "--out", str(reference / "run"),
+             "--checkpoint-dir", str(reference / "ckpt")]  # fmt: skip
+    done = subprocess.run(train, env=tool_env({"SLURM_CPUS_PER_TASK": "1"}), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = json.loads((reference / "run" / "metrics.json").read_text())
+    assert _same_run(metrics, expected)
