@@ -35,9 +35,19 @@ def png_image(value: int) -> bytes:
     return buffer.getvalue()
 
 
+# Pathfinder-32 images of the release archive: sample n has label n % 2 and a uniform grey level of its own.
+# Twenty, so that the 80/10/10 split leaves no split empty (preprocess refuses empty splits).
+PATHFINDER_LABELS = {n: n % 2 for n in range(20)}
+
+
+def pathfinder_grey(n: int) -> int:
+    return 5 + 12 * n
+
+
 def lra_release_archive(path: Path) -> None:
-    """lra_release.gz: nested + duplicate layout, 3 ListOps rows per split, 2 AAN pairs, 3 Pathfinder-32
-    images (one empty, as in the real release) and decoys from other folders."""
+    """lra_release.gz: nested + duplicate layout, 3 ListOps rows per split, 2 AAN pairs (one with an empty
+    document), 21 Pathfinder-32 images (the last one empty, as in the real release) and decoys from other
+    folders."""
     tsv = "Source\tTarget\n" + "".join(f"{s}\t{t}\n" for s, t in RELEASED)
     aan = "1.0\tA1\tA2\tab\tabc\n0.0\tA3\tA4\tx\t\n"
     with tarfile.open(path, "w:gz") as tar:
@@ -47,11 +57,13 @@ def lra_release_archive(path: Path) -> None:
         for split in ("train", "eval", "test"):
             _add(tar, f"lra_release/lra_release/tsv_data/new_aan_pairs.{split}.tsv", aan.encode())
         base = "lra_release/lra_release/pathfinder32/curv_contour_length_14/"
-        _add(tar, base + "metadata/0.npy", b"imgs/0 sample_0.png 0 1 14\nimgs/0 sample_1.png 1 0 14\n"
-                                           b"imgs/0 sample_2.png 2 1 14\n")  # fmt: skip
-        _add(tar, base + "imgs/0/sample_1.png", png_image(7))  # images arrive out of order
-        _add(tar, base + "imgs/0/sample_0.png", png_image(200))
-        _add(tar, base + "imgs/0/sample_2.png", b"")  # empty, as in the real release
+        rows = [f"imgs/0 sample_{n}.png {n} {label} 14\n" for n, label in PATHFINDER_LABELS.items()]
+        empty = len(PATHFINDER_LABELS)
+        rows.append(f"imgs/0 sample_{empty}.png {empty} 1 14\n")
+        _add(tar, base + "metadata/0.npy", "".join(rows).encode())
+        for n in reversed(PATHFINDER_LABELS):  # images arrive out of order
+            _add(tar, base + f"imgs/0/sample_{n}.png", png_image(pathfinder_grey(n)))
+        _add(tar, base + f"imgs/0/sample_{empty}.png", b"")  # empty, as in the real release
         _add(tar, "lra_release/lra_release/pathfinder32/curv_baseline/imgs/0/sample_172.png", b"")
         _add(tar, "lra_release/pathfinder128/curv_baseline/imgs/0/sample_0.png", png_image(1))
 

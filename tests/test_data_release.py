@@ -10,10 +10,12 @@ import numpy as np
 import pytest
 from archives import (
     CIFAR_RGB,
+    PATHFINDER_LABELS,
     RELEASED,
     aclimdb_archive,
     cifar_binary_archive,
     lra_release_archive,
+    pathfinder_grey,
     png_image,
 )
 
@@ -28,7 +30,7 @@ def test_lra_release_extracts_and_preprocesses(tmp_path: Path) -> None:
     archive = tmp_path / "lra_release.gz"
     lra_release_archive(archive)
     kept = extract("lra_release", archive, tmp_path / "raw")
-    assert kept == {"listops": 3, "retrieval": 3, "pathfinder": 2}
+    assert kept == {"listops": 3, "retrieval": 3, "pathfinder": len(PATHFINDER_LABELS)}
 
     manifest = preprocess("listops", tmp_path / "raw/listops", tmp_path / "proc/listops", max_length=16)
     split = load_split(tmp_path / "proc/listops", "train")
@@ -41,18 +43,21 @@ def test_lra_release_extracts_and_preprocesses(tmp_path: Path) -> None:
     preprocess("retrieval", tmp_path / "raw/retrieval", tmp_path / "proc/retrieval", max_length=2)
     pairs = load_split(tmp_path / "proc/retrieval", "val")
     assert pairs.tokens[0].tolist() == [ord("a") + 1, ord("b") + 1]
-    assert pairs.tokens2[0].tolist() == [ord("a") + 1, ord("b") + 1] and pairs.lengths2.tolist() == [2, 0]
-    assert (
-        pairs.labels.tolist() == [1, 0]
-        and read_manifest(tmp_path / "proc/retrieval")["truncated"]["val"] == 1
+    assert pairs.tokens2[0].tolist() == [ord("a") + 1, ord("b") + 1] and pairs.lengths2.tolist() == [2]
+    # The second row's text2 is empty: skipped and recorded by file and line, never stored with length 0.
+    retrieval_manifest = read_manifest(tmp_path / "proc/retrieval")
+    assert pairs.labels.tolist() == [1] and retrieval_manifest["truncated"]["val"] == 1
+    assert {"file": "new_aan_pairs.eval.tsv", "line": "2", "reason": "empty document (text2)"} in (
+        retrieval_manifest["skipped"]["items"]
     )
 
     manifest = preprocess("pathfinder", tmp_path / "raw/pathfinder", tmp_path / "proc/pathfinder")
     assert manifest["skipped"]["count"] == 1
-    assert manifest["skipped"]["items"][0]["image"] == "imgs/0/sample_2.png"
+    assert manifest["skipped"]["items"][0]["image"] == f"imgs/0/sample_{len(PATHFINDER_LABELS)}.png"
     splits = [load_split(tmp_path / "proc/pathfinder", s) for s in ("train", "val", "test")]
+    assert all(len(s) for s in splits)
     rows = {int(s.tokens[i, 0]): int(s.labels[i]) for s in splits for i in range(len(s))}
-    assert rows == {200: 1, 7: 0}
+    assert rows == {pathfinder_grey(n): label for n, label in PATHFINDER_LABELS.items()}
 
 
 def test_unsafe_members_are_refused_by_name(tmp_path: Path) -> None:

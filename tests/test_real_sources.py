@@ -11,7 +11,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from archives import aclimdb_archive, cifar_binary_archive, lra_release_archive, serve_directory
+from archives import (
+    PATHFINDER_LABELS,
+    aclimdb_archive,
+    cifar_binary_archive,
+    lra_release_archive,
+    serve_directory,
+)
 from conftest import REPO, dry_run_jobs, make_workspace, run_snakemake, tool_env
 
 from pdelra.data.store import read_manifest
@@ -51,9 +57,15 @@ def test_fetch_rule_imports_real_layouts_through_dvc_then_preprocesses(tmp_path:
             assert record["outs"][0]["md5"] == md5(download) == md5(served / f"{source}.tar.gz")
         counts = {task: read_manifest(workspace / f"data/processed/{task}")["counts"] for task in TASKS}
         assert counts["listops"] == {"train": 3, "val": 3, "test": 3}
-        assert counts["retrieval"] == {"train": 2, "val": 2, "test": 2}
+        assert counts["retrieval"] == {
+            "train": 1,
+            "val": 1,
+            "test": 1,
+        }  # the pair with an empty document is skipped
         assert counts["image"] == {"train": 18, "val": 2, "test": 1}
-        assert sum(counts["text"].values()) == 22 and sum(counts["pathfinder"].values()) == 2
+        assert sum(counts["text"].values()) == 22 and sum(counts["pathfinder"].values()) == len(
+            PATHFINDER_LABELS
+        )
         assert read_manifest(workspace / "data/processed/pathfinder")["skipped"]["count"] == 1
         assert dry_run_jobs(workspace, *manifests) == {}  # nothing left to do
 
