@@ -581,6 +581,24 @@ def render_cta(tables_dir: Path, out_dir: Path) -> None:
     )
 
 
+# Choices the related papers leave open (shown with the section; the report's deviations list points here).
+DEVIATIONS = (
+    "**eff_Pe** is not defined exactly by PhysQK-AD; ours is the ratio of the convective to the diffusive "
+    "term's token-averaged magnitude, mean‖α(r[t] − r[t−1])‖ / mean‖(1 − α)W_update(A·r − r)‖ (η cancels), "
+    "measured per layer on the first 32 validation windows.",
+    "**Layer numbering**: the seed's “L1, L2/L3” are read as blocks.1, blocks.2, blocks.3 (0-based, as in "
+    "the code); the seed does not state its numbering, so every layer is shown.",
+    "**PhysQK-AD's LM**: token coordinates start at the embedded tokens and their displacement joins the "
+    "residual stream after attention (as in the LRA variant, pdelra.model); weight tying, learned positions, "
+    "end-of-document token 0, windows overlapping by one token; the seed's optimiser settings are not "
+    "published (ours: AdamW 1e-3, warmup + cosine, as config `lm.train`).",
+    "**α allocations**: `shared` ties one w_α across layers; fixed allocations freeze α at the listed values "
+    "(`l1_only` = ½ in L1 only, `reported_alpha` = the seed's reported values, L0 set like L2/L3).",
+    "**CTA claims** have no published number in the abstract: judged by direction on the LRA average at 4 "
+    "pseudo-time steps. Advection–diffusion is our addition, with |β| < 2α and Σα < ½ by construction.",
+)
+
+
 def render(tables_dir: Path, out_dir: Path) -> None:
     """Display and save the related-systems section from the tables in `tables_dir`."""
     from IPython.display import Markdown, display
@@ -589,3 +607,4 @@ def render(tables_dir: Path, out_dir: Path) -> None:
     display(Markdown("## The related systems in their own settings"))
     render_lm(tables_dir, out_dir)
     render_cta(tables_dir, out_dir)
+    display(Markdown("#### Choices of this section\n\n" + "\n".join(f"- {d}" for d in DEVIATIONS)))
