@@ -1,4 +1,4 @@
-"""Report section: the related systems in their own settings (issue 10).
+"""Report section: the related systems in their own settings.
 
 PhysQK-AD's language model (`tables/lm_runs.csv`, `lm_dynamics.csv`; pdelra.lm):
 - table `lm_eval_loss`: test loss in nats/token and bits/byte per condition (mean, 95 % t-interval over
