@@ -67,3 +67,16 @@ def test_micro_batch_size_is_validated() -> None:
         validate_run_config(config)
     assert validate_run_config(run_config(micro_batch_size=4)).train.micro_batch_size == 4
     assert validate_run_config(run_config()).train.micro_batch_size is None
+
+
+def test_split_batch_trims_both_documents_of_pairs() -> None:
+    tokens = torch.arange(5 * 9).view(5, 9)
+    lengths, lengths2 = torch.tensor([9, 2, 3, 1, 4]), torch.tensor([1, 8, 2, 2, 3])
+    batch = B.Batch(tokens, lengths, torch.arange(5), tokens + 100, lengths2)
+    parts = B.split_batch(batch, 2)
+    assert [len(p) for p in parts] == [2, 2, 1]
+    assert [p.tokens.shape[1] for p in parts] == [9, 3, 4]
+    assert [p.tokens2.shape[1] for p in parts if p.tokens2 is not None] == [8, 2, 3]
+    torch.testing.assert_close(torch.cat([p.labels for p in parts]), batch.labels)
+    torch.testing.assert_close(parts[1].tokens2, tokens[2:4, :2] + 100)
+    assert B.split_batch(batch, None) == [batch] and B.split_batch(batch, 5) == [batch]
