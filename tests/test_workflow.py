@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
 from pathlib import Path
@@ -32,7 +33,9 @@ def test_paper_config_has_the_245_distinct_training_jobs_and_plans_fast(tmp_path
     assert jobs["train"] == 245  # 200 main + 45 multiscale runs not already in main
     assert jobs["preprocess"] == 5
     assert jobs["aggregate"] == jobs["report"] == 1
-    assert elapsed < 10, f"dry run of the paper config took {elapsed:.1f} s"
+    # A guard against a pathological DAG (e.g. quadratic input expansion), loose enough for a loaded CI
+    # machine: ~5 s when idle. `pdelra bench workflow-scale` measures the workflow at 10,000 runs.
+    assert elapsed < 45, f"dry run of the paper config took {elapsed:.1f} s"
 
 
 def test_the_related_grid_adds_its_runs_once(tmp_path: Path) -> None:
@@ -53,7 +56,17 @@ def test_demo_runs_every_grid_on_generated_data(tmp_path: Path) -> None:
     config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
     jobs = dry_run_jobs(make_workspace(tmp_path / "ws", config))
     assert jobs["generate"] == jobs["preprocess"] == 5
-    assert jobs["train"] == 5 * 8 + (3 * 4 - 3) + 5  # main + multiscale not in main + related
+    # Every distinct (task, variant, scale, setting, seed) of the selected grids, each trained once.
+    distinct = {
+        run
+        for name in config["run_grids"]
+        for run in itertools.product(
+            *(config["grids"][name][key] for key in ("tasks", "variants", "scales")),
+            config["grids"][name].get("settings") or ["base"],
+            config["grids"][name]["seeds"],
+        )
+    }
+    assert jobs["train"] == len(distinct) > 5 * 8  # at least the main grid on every task
     assert "fetch" not in jobs
 
 
