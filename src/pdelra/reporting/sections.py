@@ -1099,6 +1099,11 @@ def alpha_section(r: Report) -> None:
 # ----------------------------------------------------------------------------------------------------
 # Configuration: Tables 8 and 9 echoed, warm-up reached
 # ----------------------------------------------------------------------------------------------------
+def _general(value: Any) -> str:
+    """Numbers like 1e-05 or 0.003 as written in a config ("{:g}"); anything else as it is."""
+    return f"{value:g}" if isinstance(value, int | float) and not isinstance(value, bool) else str(value)
+
+
 def config_section(r: Report) -> None:
     done = r.base_runs()
     rows, warm = [], []
@@ -1144,6 +1149,7 @@ def config_section(r: Report) -> None:
             "table8_9_config",
             "Tables 8 and 9: the model and training configuration actually used per task, with "
             "the paper's values in brackets",
+            formats={"lr": _general, "weight decay": _general},
         )
     if warm:
         display(
