@@ -188,7 +188,8 @@ def claims_section(r: Report) -> pd.DataFrame:
     ]
     shown = shown.rename(columns={"paper_in_ci": "paper in CI", "paper_effect": "paper"})
     display(HTML(_verdict_table_html(shown)))
-    _forest_plot(r, head)
+    ran = table[(table["unit"] == "accuracy") & (table["verdict"] != "not run")]
+    _forest_plot(r, ran if len(ran) else head)
 
     signs = table[table["claim_id"].str.startswith("table11_sign_")].copy()
     if len(signs):
@@ -264,7 +265,7 @@ def _forest_plot(r: Report, head: pd.DataFrame) -> None:
     acc = head[head["unit"] == "accuracy"].iloc[::-1]
     if acc.empty:
         return
-    fig, ax = plt.subplots(figsize=(8, 0.5 * len(acc) + 1.5))
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(acc) + 1.5))
     y = np.arange(len(acc))
     has = acc["effect"].notna()
     err = np.vstack([acc["effect"] - acc["ci_low"], acc["ci_high"] - acc["effect"]])
