@@ -188,7 +188,7 @@ def write_index(report_dir: Path, experiment: str, tables_dir: Path, partial: bo
 <style>
 body{{font-family:sans-serif;max-width:72em;margin:2em auto;line-height:1.45;padding:0 1em}}
 table{{border-collapse:collapse;font-size:0.92em}} td,th{{border:1px solid #ccc;padding:0.25em 0.5em}}
-td.n{{text-align:right;font-variant-numeric:tabular-nums}} th{{background:#f3f3f3}}
+td.n{{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}} th{{background:#f3f3f3}}
 .badge{{padding:0.15em 0.6em;border-radius:0.6em;margin-right:0.3em;font-weight:bold}}
 .figures{{display:grid;grid-template-columns:repeat(auto-fill,minmax(20em,1fr));gap:1em}}
 figure{{margin:0}} figure img{{width:100%;border:1px solid #ddd}} figcaption{{font-size:0.9em}}
