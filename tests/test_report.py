@@ -234,10 +234,13 @@ def test_a_failing_notebook_leaves_the_previous_report_untouched(small_tables: P
     )  # fmt: skip
     notebook = tmp_path / "broken.ipynb"
     notebook.write_text(json.dumps(broken))
-    with pytest.raises(ReportError, match=r"broken.ipynb: cell \d+ failed with RuntimeError: boom"):
+    kept = tmp_path / "report.failed.ipynb"
+    with pytest.raises(ReportError, match=r"broken.ipynb: cell \d+ failed with RuntimeError: boom") as failed:
         build_report(small_tables, out, notebook)
     assert (out / "index.html").read_text() == "previous report"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.ipynb", "report"]
+    # The error names the partly executed notebook, kept outside the discarded staging folder.
+    assert str(kept) in str(failed.value) and "boom" in kept.read_text()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["broken.ipynb", "report", "report.failed.ipynb"]
 
 
 def test_unknown_kernel_is_explained(small_tables: Path, tmp_path: Path) -> None:
@@ -246,6 +249,10 @@ def test_unknown_kernel_is_explained(small_tables: Path, tmp_path: Path) -> None
     assert not (tmp_path / "report").exists()
 
 
-def test_missing_tables_are_named(tmp_path: Path) -> None:
-    with pytest.raises(ReportError, match=r"runs.csv does not exist"):
+def test_missing_tables_are_named(small_tables: Path, tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match=r"nothing lacks runs.csv, main.csv, .*`pdelra aggregate"):
         build_report(tmp_path / "nothing", tmp_path / "report", NOTEBOOK)
+    (small_tables / "cost.csv").unlink()
+    with pytest.raises(ReportError, match=r"lacks cost.csv: `pdelra aggregate --out"):
+        build_report(small_tables, tmp_path / "report", NOTEBOOK)
+    assert not (tmp_path / "report").exists()

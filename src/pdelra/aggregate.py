@@ -65,6 +65,10 @@ RUN_COLUMNS = (
 )
 
 
+# The tables `aggregate` writes (as NAME.csv), all of which the report reads.
+AGGREGATE_TABLES = ("runs", "main", "multiscale", "cost", "alpha", "settings")
+
+
 class MetricsError(UserError, ValueError):
     """A metrics.json that cannot be used; the message names the file."""
 
@@ -351,6 +355,7 @@ def aggregate(metrics_files: Iterable[Path], out: Path) -> dict[str, pd.DataFram
         "alpha": pd.DataFrame(alpha_rows, columns=[*RUN_KEYS, "layer", "mean", "min", "max"]),
         "settings": settings_table(runs),
     }
+    assert tuple(tables) == AGGREGATE_TABLES
     for name, table in tables.items():
         write_csv_atomic(table, Path(out) / f"{name}.csv")
     not_done = runs[runs["status"] != COMPLETED]

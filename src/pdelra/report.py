@@ -22,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from pdelra.aggregate import AGGREGATE_TABLES
 from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
 
@@ -55,10 +56,7 @@ def execute_notebook(
             execution_timeout=timeout,
         )
     except papermill.PapermillExecutionError as exc:
-        raise ReportError(
-            f"{notebook}: cell {exc.exec_count} failed with {exc.ename}: {exc.evalue} "
-            f"(the partly executed notebook is {executed})"
-        ) from exc
+        raise ReportError(f"{notebook}: cell {exc.exec_count} failed with {exc.ename}: {exc.evalue}") from exc
     except Exception as exc:  # no such kernel, unreadable notebook, ...: papermill raises plain errors
         if "No such kernel" in str(exc):
             raise ReportError(
@@ -219,9 +217,15 @@ def build_report(
 ) -> Path:
     """Build the whole report folder `out` from the aggregate tables; returns the path of index.html."""
     tables, out, notebook = Path(tables).resolve(), Path(out), Path(notebook).resolve()
-    for required in (notebook, tables / "runs.csv"):
-        if not required.is_file():
-            raise ReportError(f"{required} does not exist (run `pdelra aggregate` first for the tables)")
+    if not notebook.is_file():
+        raise ReportError(f"report notebook {notebook} does not exist")
+    missing = [name for name in AGGREGATE_TABLES if not (tables / f"{name}.csv").is_file()]
+    if missing:  # checked here: inside the notebook the error would point into the discarded staging folder
+        names = ", ".join(f"{name}.csv" for name in missing)
+        raise ReportError(
+            f"{tables} lacks {names}: `pdelra aggregate --out {tables} METRICS...` (the workflow's "
+            "aggregate rule) writes every table the report reads"
+        )
     experiment = experiment or out.resolve().parent.name
     with atomic_dir(out) as staging:  # the previous report stays until the new one is complete
         (staging / "figures").mkdir()
@@ -237,7 +241,14 @@ def build_report(
             "experiment": experiment,
             "partial": partial,
         }
-        execute_notebook(notebook, executed, params, kernel, timeout)
+        try:
+            execute_notebook(notebook, executed, params, kernel, timeout)
+        except ReportError as exc:  # the staging folder is discarded: keep the notebook for the post-mortem
+            if not executed.is_file():
+                raise
+            kept = out.parent / f"{out.name}.failed.ipynb"
+            shutil.copyfile(executed, kept)
+            raise ReportError(f"{exc} (the partly executed notebook is kept as {kept})") from exc
         if not (staging / "tables" / "claims.csv").is_file():
             raise ReportError(f"{notebook} did not write tables/claims.csv (its claims section is missing)")
         log.info("rendering HTML")
