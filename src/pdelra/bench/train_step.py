@@ -24,18 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.atomic import write_json_atomic
+from pdelra.paper import POSITIONS
 
 log = logging.getLogger(__name__)
-
-POSITIONS = (
-    "after_embedding",
-    "after_mlp",
-    "between_layers",
-    "before_layernorm",
-    "in_attention",
-    "across_heads",
-    "after_attention",
-)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
