@@ -340,8 +340,8 @@ class _Trainer:
         st = self.state
         test_loss = test_accuracy = None
         if st.stop_reason != "diverged" and self.best_weights is not None:
-            # Our choice, not the paper's (it does not say which checkpoint it tests): report the test accuracy
-            # of the best-validation weights, not the last ones (report: Deviations).
+            # Our choice, not the paper's (it does not say which checkpoint it tests): report the test
+            # accuracy of the best-validation weights, not the last ones (report: Deviations).
             self.model.load_state_dict(self.best_weights)
             test_loss, test_accuracy = self._evaluate("test")
         metrics = self._metrics(test_loss, test_accuracy)
