@@ -38,6 +38,7 @@ from pdelra.claims import (
     evaluate,
     verdict,
 )
+from pdelra.runs import RUN_KEYS
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -478,21 +479,7 @@ def render_lm(tables_dir: Path, out_dir: Path) -> None:
     if dynamics is None:
         import pandas as pd
 
-        dynamics = pd.DataFrame(
-            columns=[
-                "task",
-                "variant",
-                "scale",
-                "setting",
-                "seed",
-                "step",
-                "epoch",
-                "layer",
-                "alpha",
-                "eta",
-                "eff_pe",
-            ]
-        )
+        dynamics = pd.DataFrame(columns=[*RUN_KEYS, "step", "epoch", "layer", "alpha", "eta", "eff_pe"])
     corpus = ", ".join(sorted(map(str, lm_runs["corpus"].dropna().unique()))) or "?"
     display(
         Markdown(

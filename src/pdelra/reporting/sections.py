@@ -24,6 +24,7 @@ from pdelra import claims as claims_mod
 from pdelra import paper
 from pdelra.reporting import spectral
 from pdelra.reporting.io import MISSING, save_figure, save_table, show_table
+from pdelra.runs import RUN_KEYS
 
 BASE = "base"
 COMPLETED = "completed"
@@ -208,18 +209,7 @@ def claims_section(r: Report) -> pd.DataFrame:
 
 
 def _empty_runs() -> pd.DataFrame:
-    return pd.DataFrame(
-        columns=[
-            "task",
-            "variant",
-            "scale",
-            "setting",
-            "seed",
-            "status",
-            "test_accuracy",
-            "median_step_time_s",
-        ]
-    )
+    return pd.DataFrame(columns=[*RUN_KEYS, "status", "test_accuracy", "median_step_time_s"])
 
 
 def _claim_formats(table: pd.DataFrame) -> dict[str, Any]:
@@ -498,6 +488,21 @@ def _figure6(r: Report, comp: pd.DataFrame) -> None:
     )
 
 
+def _ours_beside_paper_heatmaps(
+    ours: pd.DataFrame, theirs: pd.DataFrame, paper_title: str, title: str, figsize: tuple[float, float]
+) -> plt.Figure:
+    """Two annotated accuracy heatmaps of the same layout: our means (left) and the paper's (right)."""
+    fig, axes = plt.subplots(1, 2, figsize=figsize)
+    for ax, data, panel in ((axes[0], ours, "ours (mean over seeds)"), (axes[1], theirs, paper_title)):
+        sns.heatmap(data, annot=True, fmt=".3f", cmap="rocket", ax=ax, cbar_kws={"label": "test accuracy"})
+        ax.set_title(panel)
+        ax.set_xlabel("")
+        ax.set_ylabel("")
+    fig.suptitle(title)
+    fig.tight_layout()
+    return fig
+
+
 def _figure7(r: Report, comp: pd.DataFrame) -> None:
     tasks = [*paper.TASKS, "average"]
     ours = comp.pivot(index="variant", columns="task", values="mean").reindex(
@@ -508,21 +513,13 @@ def _figure7(r: Report, comp: pd.DataFrame) -> None:
     theirs = comp.pivot(index="variant", columns="task", values="paper").reindex(
         index=list(paper.TABLE10), columns=tasks
     )
-    fig, axes = plt.subplots(1, 2, figsize=(13, 4.5))
-    for ax, data, title in ((axes[0], ours, "ours (mean over seeds)"), (axes[1], theirs, "paper (Table 10)")):
-        sns.heatmap(
-            data.rename(index=_label, columns=_task),
-            annot=True,
-            fmt=".3f",
-            cmap="rocket",
-            ax=ax,
-            cbar_kws={"label": "test accuracy"},
-        )
-        ax.set_title(title)
-        ax.set_xlabel("")
-        ax.set_ylabel("")
-    fig.suptitle("Figure 7: accuracy heatmap (each panel on its own colour scale; warmer = higher)")
-    fig.tight_layout()
+    fig = _ours_beside_paper_heatmaps(
+        ours.rename(index=_label, columns=_task),
+        theirs.rename(index=_label, columns=_task),
+        "paper (Table 10)",
+        "Figure 7: accuracy heatmap (each panel on its own colour scale; warmer = higher)",
+        figsize=(13, 4.5),
+    )
     show_figure(
         fig,
         r.out,
@@ -646,27 +643,15 @@ def multiscale_section(r: Report) -> None:
 
 
 def _figure8(r: Report, long: pd.DataFrame) -> None:
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.4))
-    for ax, col, title in (
-        (axes[0], "mean", "ours (mean over seeds)"),
-        (axes[1], "paper", "paper (Table 12)"),
-    ):
-        data = long.pivot(index="position", columns="scale", values=col).reindex(
-            index=[_label(v) for v in paper.TABLE12], columns=["h1", "h2", "h4", "multi"]
-        )
-        sns.heatmap(
-            data.rename(columns=SCALE_LABELS),
-            annot=True,
-            fmt=".3f",
-            cmap="rocket",
-            ax=ax,
-            cbar_kws={"label": "test accuracy"},
-        )
-        ax.set_title(title)
-        ax.set_xlabel("")
-        ax.set_ylabel("")
-    fig.suptitle("Figure 8: multi-scale ablation on ListOps")
-    fig.tight_layout()
+    ours, theirs = (
+        long.pivot(index="position", columns="scale", values=col)
+        .reindex(index=[_label(v) for v in paper.TABLE12], columns=["h1", "h2", "h4", "multi"])
+        .rename(columns=SCALE_LABELS)
+        for col in ("mean", "paper")
+    )
+    fig = _ours_beside_paper_heatmaps(
+        ours, theirs, "paper (Table 12)", "Figure 8: multi-scale ablation on ListOps", figsize=(11, 3.4)
+    )
     show_figure(
         fig,
         r.out,
