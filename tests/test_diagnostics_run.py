@@ -20,9 +20,12 @@ from pdelra.cli import main
 from pdelra.data.store import load_split, read_manifest
 from pdelra.diagnose import (
     COLUMNS,
+    DIAGNOSTICS_NAME,
     DIAGNOSTICS_SOURCES,
+    STAMP_NAME,
     attention_sublayer,
     collect,
+    diagnose_cached,
     diagnose_run,
     load_run,
     operator_place,
@@ -32,7 +35,7 @@ from pdelra.model import Padding
 from pdelra.training.batches import make_batch
 from pdelra.training.runconfig import validate_run_config
 from pdelra.training.runner import build_model
-from pdelra.training.weights import WEIGHTS_NAME, load_weights
+from pdelra.training.weights import WEIGHTS_NAME, load_weights, save_weights
 
 N_LAYERS = 2
 # variant → trained diffusion operators expected per model (n_layers = 2)
@@ -165,11 +168,24 @@ def test_operator_places() -> None:
         operator_place("encoder.head")
 
 
+def _copy_run(run_dir: Path, to: Path) -> Path:
+    """A run folder of one's own: `diagnose run` caches its rows in the run's folder."""
+    shutil.copytree(run_dir, to, ignore=shutil.ignore_patterns(DIAGNOSTICS_NAME, STAMP_NAME))
+    return to
+
+
 def test_command_line_run_and_table(runs, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    run_dir, data = runs["after_attention"]
-    out = tmp_path / "a" / "diagnostics.csv"
-    argv = ["diagnose", "run", "--run-dir", str(run_dir), "--data", str(data), "--out", str(out)]
+    data = runs["after_attention"][1]
+    run_dirs = [_copy_run(runs[v][0], tmp_path / "runs" / v) for v in ("after_attention", "none")]
+    out = tmp_path / "a" / "part0.csv"
+    argv = ["diagnose", "run", *map(str, run_dirs), "--data", str(data), "--out", str(out)]
     assert main([*argv, "--examples", "6", "--num-threads", "1"]) == 0
+    part = pd.read_csv(out)
+    assert set(part["variant"]) == {"after_attention", "none"}
+    for run_dir in run_dirs:  # each run's own rows and the stamp they were measured under
+        own = pd.read_csv(run_dir / DIAGNOSTICS_NAME)
+        assert set(own["variant"]) == {run_dir.name} and len(own) == (part["variant"] == run_dir.name).sum()
+        assert json.loads((run_dir / STAMP_NAME).read_text())["examples"] == 6
     empty = tmp_path / "empty.csv"
     empty.write_text("")
     table = tmp_path / "tables" / "diagnostics.csv"
@@ -177,26 +193,51 @@ def test_command_line_run_and_table(runs, tmp_path: Path, caplog: pytest.LogCapt
     combined = pd.read_csv(table)
     pd.testing.assert_frame_equal(
         combined,
-        pd.read_csv(out).sort_values(["block", "kind", "operator"]).reset_index(drop=True),
+        part.sort_values(["task", "variant", "block", "kind", "operator"]).reset_index(drop=True),
         check_like=False,
     )
     assert main(["diagnose", "table", "--out", str(tmp_path / "none.csv")]) == 0
     assert list(pd.read_csv(tmp_path / "none.csv").columns) == list(COLUMNS)
     # A run without weights: one clear line naming the file, exit 1.
-    bare = tmp_path / "bare"
-    shutil.copytree(run_dir, bare)
+    bare = _copy_run(run_dirs[0], tmp_path / "bare")
     (bare / WEIGHTS_NAME).unlink()
-    assert (
-        main(
-            ["diagnose", "run", "--run-dir", str(bare), "--data", str(data), "--out", str(tmp_path / "x.csv")]
-        )
-        == 1
-    )
+    assert main(["diagnose", "run", str(bare), "--data", str(data), "--out", str(tmp_path / "x.csv")]) == 1
     assert f"{bare / WEIGHTS_NAME}: no weights file" in caplog.text
     bad = tmp_path / "bad.csv"
     bad.write_text("task,variant\nlistops,none\n")
     with pytest.raises(Exception, match="missing column"):
         collect([bad])
+
+
+def test_a_run_is_measured_again_only_when_its_weights_code_data_or_settings_change(
+    runs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pdelra.diagnose as module
+
+    run_dir = _copy_run(runs["after_embedding"][0], tmp_path / "run")
+    data = runs["after_embedding"][1]
+    first, measured = diagnose_cached(run_dir, data, examples=6)
+    assert measured
+    written = (run_dir / DIAGNOSTICS_NAME).stat().st_mtime_ns
+    again, measured = diagnose_cached(run_dir, data, examples=6)
+    assert not measured and (run_dir / DIAGNOSTICS_NAME).stat().st_mtime_ns == written
+    pd.testing.assert_frame_equal(again, first)
+
+    assert diagnose_cached(run_dir, data, examples=5)[1]  # other examples
+    before, measured = diagnose_cached(run_dir, data, examples=5)
+    assert not measured
+    state, meta = load_weights(run_dir / WEIGHTS_NAME)  # retrained: other weights
+    name = next(iter(state))
+    noise = torch.randn(state[name].shape, generator=torch.Generator().manual_seed(0))
+    save_weights(run_dir / WEIGHTS_NAME, {**state, name: state[name] + noise}, meta)
+    retrained, measured = diagnose_cached(run_dir, data, examples=5)
+    assert measured and not np.allclose(retrained["roughness_in"], before["roughness_in"])
+    monkeypatch.setattr(module, "source_digest", lambda: "an edited version")  # the diagnostics code changed
+    assert diagnose_cached(run_dir, data, examples=5)[1]
+    (run_dir / STAMP_NAME).write_text("{not json")  # a damaged cache is measured again, not trusted
+    assert diagnose_cached(run_dir, data, examples=5)[1]
+    (run_dir / DIAGNOSTICS_NAME).unlink()  # a stamp without its table too
+    assert diagnose_cached(run_dir, data, examples=5)[1]
 
 
 def test_source_digest_covers_the_diagnostics_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -240,8 +281,8 @@ def test_editing_the_diagnostics_code_reruns_only_diagnose_and_what_follows(tmp_
     with open(package / "pdelra" / "diagnostics.py", "a") as f:
         f.write("# an edit that changes nothing but the code\n")
     edited_env = {"PYTHONPATH": str(package)}
-    assert planned(target, env=edited_env) == {"diagnose": 4, "diagnostics_table": 1}
+    assert planned(target, env=edited_env) == {"diagnose": 2, "diagnostics_table": 1}  # a part per task
     edited = planned(env=edited_env)
     assert "train" not in edited and "preprocess" not in edited and "generate" not in edited
     added = {rule: n - unchanged.get(rule, 0) for rule, n in edited.items() if n != unchanged.get(rule, 0)}
-    assert added == {"diagnose": 4, "diagnostics_table": 1}
+    assert added == {"diagnose": 2, "diagnostics_table": 1}

@@ -305,6 +305,8 @@ def test_signal_checkpoints_exits_75_and_the_rerun_resumes_exactly(
     status, resumed = train_in_process(run_config(), task_dir, tmp_path / "resumed")
     assert status == 0 and resumed and reference
     assert resumed["resumed_count"] == 1
+    assert resumed["interruptions"] == [{"signal": "SIGUSR1", "step": 13}]
+    assert reference["interruptions"] == []
     assert without_timings(resumed) == without_timings(reference)
 
 

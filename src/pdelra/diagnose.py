@@ -1,12 +1,18 @@
-"""`pdelra diagnose`: the operator-theory diagnostics (pdelra.diagnostics) measured on one trained run, and
+"""`pdelra diagnose`: the operator-theory diagnostics (pdelra.diagnostics) measured on trained runs, and
 their table over runs.
 
-    pdelra diagnose run --run-dir RUN_DIR --data PROCESSED_TASK_DIR --out RUN_DIR/diagnostics.csv
-    pdelra diagnose table RUN_DIR/diagnostics.csv ... --out results/{experiment}/tables/diagnostics.csv
+    pdelra diagnose run RUN_DIR [RUN_DIR ...] --data PROCESSED_TASK_DIR --out PART.csv
+    pdelra diagnose table PART.csv ... --out results/{experiment}/tables/diagnostics.csv
 
-`run` loads the run's best-validation weights (RUN_DIR/model.safetensors) and config (RUN_DIR/metrics.json),
-runs the encoder in eval mode on a fixed batch — the first `--examples` validation examples in file order
-(retrieval: the first document of each pair) — and records one row per (block, operator):
+`run` diagnoses each run (of one task) and writes their rows to PART.csv. Each run's own rows are kept in
+RUN_DIR/diagnostics.csv beside a stamp, RUN_DIR/diagnostics.json (sha256 of the weights, digest of this code,
+data manifest hash, examples, batch size): a run whose stamp still matches is read back, not measured again,
+so a job over many runs redoes only those retrained since (or all of them when this code changes).
+
+For each run, `run` loads its best-validation weights (RUN_DIR/model.safetensors) and config
+(RUN_DIR/metrics.json), runs the encoder in eval mode on a fixed batch — the first `--examples` validation
+examples in file order (retrieval: the first document of each pair) — and records one row per (block,
+operator):
 
 - kind `residual`, operator `residual`: the residual stream entering block b (`roughness_in`) and leaving it
   (`roughness_out`); with no diffusion in the model (variant `none`) this says where the representation is
@@ -58,6 +64,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 DIAGNOSTICS_NAME = "diagnostics.csv"
+STAMP_NAME = "diagnostics.json"
 PROBE_ALPHA = 0.1
 PROBE_SCALES = (1,)
 QUANTITIES = (
@@ -396,6 +403,48 @@ def diagnose_run(run_dir: Path, data_dir: Path, examples: int = 32, batch_size: 
     return frame[list(COLUMNS)]
 
 
+def _stamp(run_dir: Path, data_dir: Path, examples: int, batch_size: int) -> dict[str, Any]:
+    """What a run's cached diagnostics were measured from: when any of it changes, they are measured again."""
+    from pdelra.data.hashing import file_digest
+    from pdelra.data.store import manifest_hash
+    from pdelra.training.weights import WEIGHTS_NAME
+
+    weights = run_dir / WEIGHTS_NAME
+    if not weights.is_file():
+        raise DiagnoseError(f"{weights}: no weights file (train the run first)")
+    return {
+        "weights_sha256": file_digest(weights),
+        "code": source_digest(),
+        "data_manifest_hash": manifest_hash(data_dir),
+        "examples": examples,
+        "batch_size": batch_size,
+    }
+
+
+def diagnose_cached(
+    run_dir: Path, data_dir: Path, examples: int = 32, batch_size: int = 8
+) -> tuple[pd.DataFrame, bool]:
+    """(the run's diagnostics, whether they were measured now): read back from RUN_DIR/diagnostics.csv
+    when RUN_DIR/diagnostics.json matches this run's stamp, measured and stored (table first, stamp last)
+    otherwise."""
+    import pandas as pd
+
+    from pdelra.atomic import write_json_atomic
+
+    table, stamp_path = run_dir / DIAGNOSTICS_NAME, run_dir / STAMP_NAME
+    stamp = _stamp(run_dir, data_dir, examples, batch_size)
+    try:
+        if json.loads(stamp_path.read_text()) == stamp:
+            return pd.read_csv(table)[list(COLUMNS)], False
+    except (OSError, ValueError, KeyError):  # no or unreadable cache: measure
+        pass
+    frame = diagnose_run(run_dir, data_dir, examples, batch_size)
+    stamp_path.unlink(missing_ok=True)  # never a valid stamp beside a table being replaced
+    write_text_atomic(table, frame.to_csv(index=False))
+    write_json_atomic(stamp_path, stamp)
+    return frame, True
+
+
 def collect(paths: list[Path]) -> pd.DataFrame:
     """Concatenate per-run diagnostics tables; a file without rows (nothing measured) contributes none."""
     import pandas as pd
@@ -429,12 +478,19 @@ def register(subparsers: Any) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="diagnose_command", metavar="ACTION", required=True)
-    run = sub.add_parser("run", help="diagnose one trained run → its diagnostics.csv")
-    run.add_argument(
-        "--run-dir", type=Path, required=True, help="folder with metrics.json and model.safetensors"
+    run = sub.add_parser(
+        "run",
+        help="diagnose trained runs of one task → one CSV (each run's rows also cached in its folder)",
     )
-    run.add_argument("--data", type=Path, required=True, help="the processed task folder the run trained on")
-    run.add_argument("--out", type=Path, required=True, help="CSV to write (atomically)")
+    run.add_argument(
+        "run_dirs",
+        nargs="+",
+        type=Path,
+        metavar="RUN_DIR",
+        help="run folders (metrics.json, model.safetensors)",
+    )
+    run.add_argument("--data", type=Path, required=True, help="the processed task folder the runs trained on")
+    run.add_argument("--out", type=Path, required=True, help="CSV of all their rows (written atomically)")
     run.add_argument("--examples", type=int, default=32, help="first N validation examples (default 32)")
     run.add_argument("--batch-size", type=int, default=8, help="examples per forward pass (default 8)")
     run.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's)")
@@ -452,9 +508,20 @@ def _run(args: argparse.Namespace) -> int:
         import torch
 
         torch.set_num_threads(args.num_threads)
-    frame = diagnose_run(args.run_dir, args.data, args.examples, args.batch_size)
-    write_text_atomic(args.out, frame.to_csv(index=False))
-    log.info("%d diagnostics rows of %s written to %s", len(frame), args.run_dir, args.out)
+    import pandas as pd
+
+    frames, measured = [], 0
+    for number, run_dir in enumerate(args.run_dirs, 1):
+        frame, fresh = diagnose_cached(run_dir, args.data, args.examples, args.batch_size)
+        frames.append(frame)
+        measured += fresh
+        log.info("%d/%d %s: %s", number, len(args.run_dirs), run_dir, "measured" if fresh else "unchanged")
+    table = pd.concat(frames, ignore_index=True)
+    write_text_atomic(args.out, table.to_csv(index=False))
+    log.info(
+        "%d diagnostics rows of %d run(s) (%d measured, %d unchanged) written to %s",
+        len(table), len(frames), measured, len(frames) - measured, args.out,
+    )  # fmt: skip
     return 0
 
 

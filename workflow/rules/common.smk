@@ -1,5 +1,6 @@
 """Config validation, the run grid and the input functions every rule uses (no rules here)."""
 
+import inspect
 import json
 import re
 import subprocess
@@ -13,6 +14,13 @@ from snakemake.utils import validate
 
 from pdelra import runs as run_layout
 from pdelra.model import VARIANTS, ModelConfig
+
+try:
+    from snakemake.common import overwrite_function_params
+except ImportError:  # a Snakemake without this hook: the same workflow, only slower to plan
+
+    def overwrite_function_params(func, params):
+        pass
 
 # ----------------------------------------------------------------------------------------------------
 # The config file. A --configfile on the command line replaces the paper config instead of being merged
@@ -178,6 +186,63 @@ def all_metrics():
     return [f"{run_dir(*run)}/metrics.json" for run in RUNS]
 
 
+# The diagnose jobs: each task's runs in order, up to DIAGNOSE_RUNS_PER_JOB to a part (workflow/rules/diagnose.smk).
+DIAGNOSE_RUNS_PER_JOB = 10  # small parts: a part starts once its runs are trained, beside the rest
+
+
+def diagnose_parts():
+    """{(task, part): [run, ...]} over the selected runs; part "0", "1", … within each task."""
+    by_task = {}
+    for run in RUNS:
+        by_task.setdefault(run[0], []).append(run)
+    size = DIAGNOSE_RUNS_PER_JOB
+    return {
+        (task, str(number)): runs[start : start + size]
+        for task, runs in by_task.items()
+        for number, start in enumerate(range(0, len(runs), size))
+    }
+
+
+DIAGNOSE_PARTS = diagnose_parts()
+
+
+def diagnosed_runs(wildcards):
+    return DIAGNOSE_PARTS[(wildcards.task, wildcards.part)]
+
+
+def diagnosed_files(name):
+    """Input function: one file of each run in a diagnose job's part (metrics.json, model.safetensors)."""
+    return lambda wildcards: [f"{run_dir(*run)}/{name}" for run in diagnosed_runs(wildcards)]
+
+
+def diagnose_runtime(wildcards, attempt):
+    """Minutes: ten, plus one per run of the part (a CPU diagnosis of a paper-sized model takes seconds to
+    a minute), times the attempt."""
+    return (10 + len(diagnosed_runs(wildcards))) * attempt
+
+
+# ----------------------------------------------------------------------------------------------------
+# The functions of the training rule run once per job. Snakemake inspects such a function's signature
+# three times per call (to learn which of wildcards/input/output/attempt it takes): a sixth of the time
+# `snakemake -n` spends on a 10,000-job grid. `declared` hands it the signature once, through the hook its
+# own ioutils use; the result is the same.
+# ----------------------------------------------------------------------------------------------------
+def declared(func):
+    overwrite_function_params(func, inspect.signature(func).parameters)
+    return func
+
+
+@declared
+def input_dir(wildcards, input):
+    """The folder of the first input (a params value derived from the input: not recorded as provenance)."""
+    return parent_dir(input[0])
+
+
+@declared
+def output_dir(wildcards, output):
+    return parent_dir(output[0])
+
+
 # ----------------------------------------------------------------------------------------------------
 # One run's resolved config: only its own slice, so editing a task's settings reruns only its jobs.
 # ----------------------------------------------------------------------------------------------------
@@ -185,6 +250,7 @@ def _merged(section, task):
     return {**config["defaults"][section], **config["tasks"][task].get(section, {})}
 
 
+@declared
 def run_config(wildcards):
     """The run config of docs/interfaces.md as compact JSON (a params value: a change reruns the job)."""
     overrides = SETTINGS[wildcards.setting]  # defaults < task < the grid setting
@@ -201,17 +267,21 @@ def run_config(wildcards):
 
 
 def task_resource(name):
-    """Input function for one resource of a training job: tasks.{task}.resources over defaults.resources."""
-    return lambda wildcards: _merged("resources", wildcards.task)[name]
+    """One resource of a training job: tasks.{task}.resources over defaults.resources. A number when every
+    task has the same value (Snakemake calls a function once per job, seconds over a 10,000-job grid),
+    otherwise a function of the task."""
+    values = {_merged("resources", task)[name] for task in config["tasks"]}
+    if len(values) == 1:
+        return values.pop()
+    return declared(lambda wildcards: _merged("resources", wildcards.task)[name])
 
 
+@declared
 def train_runtime(wildcards, attempt):
     """Minutes: the configured runtime times the attempt, so a retry after a time-out gets longer."""
     return _merged("resources", wildcards.task)["runtime"] * attempt
 
 
-def train_threads(wildcards):
-    return _merged("resources", wildcards.task)["cpus_per_task"]
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -379,4 +449,5 @@ wildcard_constraints:
     scale=r"h1|h2|h4|multi",
     setting="|".join(map(re.escape, SETTINGS)),
     seed=r"\d+",
+    part=r"\d+",
     source=r"lra_release|imdb|cifar10",

@@ -11,12 +11,12 @@ rule train:
         f"{RESULTS}/runs/{RUN_PATTERN}/model.safetensors",  # best-validation weights (pdelra diagnose)
     params:
         run_config=run_config,
-        data=lambda wildcards, input: parent_dir(input[0]),
-        out=lambda wildcards, output: parent_dir(output[0]),
+        data=input_dir,
+        out=output_dir,
         checkpoints=f"{RESULTS}/checkpoints/{RUN_PATTERN}",
     log:
         f"{LOGS}/train/{RUN_PATTERN}.log",
-    threads: train_threads
+    threads: task_resource("cpus_per_task")
     resources:
         gpu=task_resource("gpu"),
         cpus_per_task=task_resource("cpus_per_task"),

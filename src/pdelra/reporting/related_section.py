@@ -421,9 +421,8 @@ def _read(path: Path) -> pd.DataFrame | None:
 def _dynamics_figure(dynamics: pd.DataFrame, out_dir: Path) -> None:
     import matplotlib.pyplot as plt
     import seaborn as sns
-    from IPython.display import Markdown, display
 
-    from pdelra.reporting.io import save_figure
+    from pdelra.reporting.io import show_figure
 
     joint = dynamics[(dynamics["setting"] == BASE) & (dynamics["variant"] == AD)]
     if joint.empty:
@@ -459,10 +458,7 @@ def _dynamics_figure(dynamics: pd.DataFrame, out_dir: Path) -> None:
     fig.suptitle("PhysQK-AD per layer over training (joint α; mean and 95 % t-band over seeds)")
     fig.tight_layout()
     caption = "PhysQK-AD: α, η and eff_Pe per layer over training (dotted: the seed's reported values)"
-    save_figure(fig, out_dir, "lm_dynamics", caption)
-    display(Markdown(f"*Figure `lm_dynamics`: {caption}*"))
-    plt.show()
-    plt.close(fig)
+    show_figure(fig, out_dir, "lm_dynamics", caption)
 
 
 def render_lm(tables_dir: Path, out_dir: Path) -> None:

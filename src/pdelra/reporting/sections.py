@@ -23,7 +23,7 @@ from IPython.display import HTML, Markdown, display
 from pdelra import claims as claims_mod
 from pdelra import paper
 from pdelra.reporting import spectral
-from pdelra.reporting.io import MISSING, save_figure, save_table, show_table
+from pdelra.reporting.io import MISSING, save_table, show_figure, show_table
 from pdelra.runs import RUN_KEYS
 
 BASE = "base"
@@ -52,13 +52,6 @@ def mean_std(mean: float, std: float, n: int | None = None) -> str:
         return MISSING
     text = f"{mean:.4f}" if pd.isna(std) else f"{mean:.4f} ± {std:.4f}"
     return text
-
-
-def show_figure(fig: plt.Figure, out: Path, name: str, caption: str) -> None:
-    save_figure(fig, out, name, caption)
-    display(Markdown(f"*Figure `{name}`: {caption}*"))
-    plt.show()
-    plt.close(fig)
 
 
 @dataclass

@@ -18,7 +18,9 @@ METRICS_NAME = "metrics.json"
 SCHEMA_VERSION = 1
 
 # Fields of metrics.json that depend on when/where/how often the run was (re)started, not on what it computed.
-TIMING_FIELDS = frozenset({"wall_time_s", "median_step_time_s", "peak_memory_bytes", "resumed_count"})
+TIMING_FIELDS = frozenset(
+    {"wall_time_s", "median_step_time_s", "peak_memory_bytes", "resumed_count", "interruptions"}
+)
 
 
 def finite_or_none(value: float | None) -> float | None:

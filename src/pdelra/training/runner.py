@@ -169,6 +169,8 @@ class _Trainer:
                 if self.state.stop_reason == "diverged":
                     break
                 self._end_epoch(progress)
+                if self.interrupted:
+                    self._record_interruption()
                 self._save_checkpoint()
                 if self.interrupted:
                     return self._exit_interrupted()
@@ -199,6 +201,7 @@ class _Trainer:
             st.epoch_seen += len(batch)
             progress.step(st.global_step, loss, self.scheduler.get_last_lr()[0])
             if self.interrupted:
+                self._record_interruption()
                 self._save_checkpoint()
                 return False
             if self._checkpoint_due():
@@ -323,6 +326,13 @@ class _Trainer:
             self.state.resumed_count,
         )
 
+    def _record_interruption(self) -> None:
+        """Remember the signal in the state (and so in the checkpoint and metrics.json)."""
+        received = self.interrupted.received
+        self.state.interruptions.append(
+            {"signal": received.name if received else None, "step": self.state.global_step}
+        )
+
     def _exit_interrupted(self) -> int:
         signal_name = self.interrupted.received.name if self.interrupted.received else "signal"
         log.warning(
@@ -410,6 +420,7 @@ class _Trainer:
             "peak_memory_bytes": peak_bytes,
             "peak_memory_kind": peak_kind,
             "resumed_count": st.resumed_count,
+            "interruptions": st.interruptions,
         }
 
 

@@ -27,6 +27,9 @@ class TrainState:
     diverged_at_step: int | None = None
     step_times: list[float] = field(default_factory=list)
     resumed_count: int = 0
+    # Each stop by a signal, in order: {"signal": "SIGTERM" or "SIGUSR1", "step": global_step}. A retry
+    # rewrites the job's log; this keeps which signal Slurm (preemption, time limit) or a user sent.
+    interruptions: list[dict[str, Any]] = field(default_factory=list)
     elapsed_s: float = 0.0  # wall time of earlier attempts
 
     def to_dict(self) -> dict[str, Any]:
