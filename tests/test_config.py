@@ -232,6 +232,35 @@ def test_a_yaml_syntax_error_names_the_file_and_line(tmp_path: Path) -> None:
     _no_traceback(message)
 
 
+def test_config_check_names_the_line_of_a_configfile_syntax_error_and_every_schema_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Snakemake reads a --configfile names no line: `pdelra config check` does."""
+    from pdelra.cli import main
+
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("experiment: mine\ngrids:\n  main: {tasks: [listops, text\n")
+    config = load_config("tiny")
+    config["defaults"]["train"]["lr"] = "3e-3"
+    config["grids"]["main"]["seed"] = config["grids"]["main"].pop("seeds")
+    invalid = tmp_path / "invalid.yaml"
+    invalid.write_text(yaml.safe_dump(config))
+    valid = tmp_path / "valid.yaml"
+    valid.write_text(yaml.safe_dump(load_config("tiny")))
+
+    assert main(["config", "check", str(valid)]) == 0
+    assert "valid YAML and schema" in capsys.readouterr().out
+    assert main(["config", "check", str(broken), str(invalid), str(valid)]) == 1
+    out = capsys.readouterr().out
+    syntax = rf"{re.escape(str(broken))}:4:1: not valid YAML: .*\(while parsing a flow .* line 3, column"
+    assert re.search(syntax, out), out
+    assert "'defaults.train.lr' must be of type number, got '3e-3' (YAML reads 3e-3 as text" in out
+    assert "'grids.main' is missing a required key: 'seeds' (beside it is the unknown key 'seed'" in out
+    assert f"{valid}: valid" in out
+    assert main(["config", "check", str(tmp_path / "missing.yaml")]) == 1
+    assert "no such file" in capsys.readouterr().out
+
+
 def test_grids_have_user_names_and_variants_come_from_the_model(tmp_path: Path) -> None:
     """A grid is any named set; the allowed variants are pdelra.model.VARIANTS, not a copy in the schema."""
     from pdelra.model import VARIANTS

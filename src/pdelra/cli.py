@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES = (
     "pdelra.report",  # report
     "pdelra.versioning",  # version
     "pdelra.bench",  # bench
+    "pdelra.config_check",  # config check FILE (YAML syntax with its line, schema)
     "pdelra.plan",  # plan (jobs, steps, device-hours, disk, memory of a config)
     "pdelra.forkserver",  # forkserver run -- CMD (one torch import for many jobs)
     "pdelra.lm.cli",  # lm prepare | train | aggregate (PhysQK-AD's LM experiment)

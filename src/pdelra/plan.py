@@ -40,7 +40,6 @@ from pdelra.errors import UserError
 
 log = logging.getLogger(__name__)
 
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 # Published LRA split sizes (Tay et al. 2021; Pathfinder-32 split 80/10/10 and IMDb/CIFAR-10 validation carved
 # out of train by preprocessing, as this project does): used only without a manifest or generate sizes.
@@ -70,14 +69,13 @@ def load_config(path: Path) -> dict[str, Any]:
     (as Snakemake's `validate(..., set_default=True)` does). Without jsonschema, unvalidated (a warning)."""
     import yaml
 
-    from pdelra.model import VARIANTS
+    from pdelra.config_check import load_schema, yaml_problem
 
-    try:
-        config = yaml.safe_load(Path(path).read_text())
-    except FileNotFoundError as exc:
-        raise PlanError(f"config file not found: {path}") from exc
-    except yaml.YAMLError as exc:
-        raise PlanError(f"{path}: not valid YAML: {exc}") from exc
+    if not Path(path).is_file():
+        raise PlanError(f"config file not found: {path}")
+    if problem := yaml_problem(path):
+        raise PlanError(problem)
+    config = yaml.safe_load(Path(path).read_text())
     if not isinstance(config, dict):
         raise PlanError(f"{path}: a config must be a mapping")
     try:
@@ -85,8 +83,7 @@ def load_config(path: Path) -> dict[str, Any]:
     except ImportError:
         log.warning("jsonschema is not installed: %s is read without validation or schema defaults", path)
         return config
-    schema = yaml.safe_load(SCHEMA.read_text())
-    schema["definitions"]["variant"]["enum"] = list(VARIANTS)
+    schema = load_schema()
     validator = _defaults_filling(jsonschema.Draft7Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
     if errors:

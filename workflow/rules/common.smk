@@ -8,12 +8,11 @@ import sys
 from itertools import product
 from pathlib import Path
 
-import jsonschema
-import yaml
 from snakemake.utils import validate
 
 from pdelra import runs as run_layout
-from pdelra.model import VARIANTS, ModelConfig
+from pdelra.config_check import load_schema, schema_problems, yaml_problem
+from pdelra.model import ModelConfig
 
 try:
     from snakemake.common import overwrite_function_params
@@ -27,26 +26,13 @@ except ImportError:  # a Snakemake without this hook: the same workflow, only sl
 # into it: the demo and the test configs are complete experiments, not patches (a merge would leak the
 # paper's grids and sizes).
 # ----------------------------------------------------------------------------------------------------
-def check_yaml_syntax(path):
-    """Stop with FILE:LINE:COLUMN and the parser's complaint when `path` is not valid YAML."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            yaml.safe_load(f)
-    except FileNotFoundError:
-        return  # Snakemake reports a missing config file itself
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}:{mark.column + 1}" if mark else path
-        problem = " ".join(filter(None, [getattr(err, "context", None), getattr(err, "problem", None)]))
-        print(f"Invalid config: {where}: not valid YAML: {problem or err}", file=sys.stderr)
-        sys.exit(1)
-
-
 if not workflow.overwrite_configfiles:
     # Snakemake's own message for a YAML syntax error names neither the file nor the line: find them first.
     # (A --configfile is read by Snakemake before the Snakefile runs; the README's troubleshooting table
-    # shows how to find the line then.)
-    check_yaml_syntax("config/config.yaml")
+    # shows how to find the line then, and `pdelra config check FILE` names it.)
+    if problem := yaml_problem("config/config.yaml"):
+        print(f"Invalid config: {problem}", file=sys.stderr)
+        sys.exit(1)
 
     configfile: "config/config.yaml"
 
@@ -60,10 +46,6 @@ REPORT_NOTEBOOK = "workflow/notebooks/report.ipynb"
 # Validation: fail before any job with a message that names the key and the allowed values. Errors are
 # printed without a traceback (it would only show lines of this file) and stop Snakemake with status 1.
 # ----------------------------------------------------------------------------------------------------
-# YAML 1.1 (PyYAML, Snakemake) reads 3e-3 as text; 3.0e-3 is a number.
-_YAML11_FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
-
-
 def config_error(problems):
     """Print every problem of the config (a line each) and stop before the DAG is built."""
     files = ", ".join(map(str, workflow.configfiles)) or "config"
@@ -72,62 +54,11 @@ def config_error(problems):
     sys.exit(1)
 
 
-def load_schema():
-    """The config schema, with the variant names taken from pdelra.model.VARIANTS (their one source)."""
-    with open(SCHEMA) as f:
-        schema = yaml.safe_load(f)
-    schema["definitions"]["variant"]["enum"] = list(VARIANTS)
-    return schema
-
-
-def _key_path(error):
-    """'grids.main.variants[2]' for an error at that place in the config."""
-    path = ""
-    for part in error.absolute_path:
-        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
-    return path or "(top level)"
-
-
-def _unknown_keys(error):
-    return sorted(set(error.instance) - set(error.schema.get("properties", {})))
-
-
-def _explain(error, unknown_beside):
-    where = _key_path(error)
-    schema = error.schema
-    if error.validator == "additionalProperties":
-        allowed = sorted(schema.get("properties", {}))
-        unknown = ", ".join(map(repr, _unknown_keys(error)))
-        return f"unknown key(s) {unknown} in {where!r}; allowed keys: {', '.join(allowed)}"
-    if error.validator == "enum":
-        return f"{where!r} is {error.instance!r}; allowed values: {', '.join(map(str, schema['enum']))}"
-    if error.validator == "type":
-        message = f"{where!r} must be of type {error.validator_value}, got {error.instance!r}"
-        if isinstance(error.instance, str) and _YAML11_FLOAT_TEXT.fullmatch(error.instance):
-            fixed = re.sub(r"^([-+]?\d+)([eE])", r"\1.0\2", error.instance)
-            message += f" (YAML reads {error.instance} as text: write {fixed}, with a decimal point)"
-        return message
-    if error.validator == "required":
-        missing = error.message.split(" is a required")[0]
-        message = f"{where!r} is missing a required key: {missing}"
-        if unknown_beside.get(where):
-            beside = ", ".join(map(repr, unknown_beside[where]))
-            message += f" (beside it is the unknown key {beside}: renamed or misspelt?)"
-        return message
-    if error.validator == "propertyNames":
-        return f"{where!r}: the name {error.instance!r} does not match {error.validator_value.get('pattern')}"
-    return f"{where!r}: {error.message}"
-
-
 def check_config(cfg):
-    """Stop with every schema violation listed in plain words."""
-    validator = jsonschema.Draft202012Validator(load_schema())
-    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(map(str, e.absolute_path)))
-    unknown_beside = {
-        _key_path(e): _unknown_keys(e) for e in errors if e.validator == "additionalProperties"
-    }
-    if errors:
-        config_error([_explain(e, unknown_beside) for e in errors])
+    """Stop with every schema violation listed in plain words (pdelra.config_check)."""
+    problems = schema_problems(cfg, load_schema(SCHEMA))
+    if problems:
+        config_error(problems)
 
 
 check_config(config)

@@ -165,22 +165,21 @@ class _Trainer:
         try:
             while self.state.stop_reason is None:
                 if not self._train_epoch(progress):
-                    return self._exit_interrupted()
+                    return self._stop_interrupted()
                 if self.state.stop_reason == "diverged":
                     break
                 self._end_epoch(progress)
-                if self.interrupted:
-                    self._record_interruption()
-                self._save_checkpoint()
-                if self.interrupted:
-                    return self._exit_interrupted()
+                if not self.interrupted:
+                    self._save_checkpoint()
+                if self.interrupted:  # also when the signal came during that save
+                    return self._stop_interrupted()
         finally:
             progress.close()
         self._finish()
         return 0
 
     def _train_epoch(self, progress: Progress) -> bool:
-        """Train the rest of the current epoch; False when interrupted (a checkpoint is then written)."""
+        """Train the rest of the current epoch; False when a signal asks to stop (the caller checkpoints)."""
         st, tc = self.state, self.tc
         train = self.splits["train"]
         order = B.epoch_order(len(train.labels), self.seeds.sampler, st.epoch)
@@ -201,8 +200,6 @@ class _Trainer:
             st.epoch_seen += len(batch)
             progress.step(st.global_step, loss, self.scheduler.get_last_lr()[0])
             if self.interrupted:
-                self._record_interruption()
-                self._save_checkpoint()
                 return False
             if self._checkpoint_due():
                 self._save_checkpoint()
@@ -326,15 +323,14 @@ class _Trainer:
             self.state.resumed_count,
         )
 
-    def _record_interruption(self) -> None:
-        """Remember the signal in the state (and so in the checkpoint and metrics.json)."""
+    def _stop_interrupted(self) -> int:
+        """Record the signal in the state (so in the checkpoint and metrics.json), checkpoint, exit 75."""
         received = self.interrupted.received
         self.state.interruptions.append(
             {"signal": received.name if received else None, "step": self.state.global_step}
         )
-
-    def _exit_interrupted(self) -> int:
-        signal_name = self.interrupted.received.name if self.interrupted.received else "signal"
+        self._save_checkpoint()
+        signal_name = received.name if received else "signal"
         log.warning(
             "interrupted by %s at step %d; checkpoint in %s; rerun the same command to resume (exit %d)",
             signal_name,
