@@ -7,7 +7,9 @@ one task asking for a GPU (the node's fake gres), and stop exactly the daemons t
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 import os
 import re
 import shutil
@@ -24,6 +26,7 @@ from conftest import (
     load_config,
     make_workspace,
     parse_job_counts,
+    run_snakemake,
     snakemake_command,
     tool_env,
 )
@@ -313,3 +316,65 @@ def test_a_requeued_training_job_resumes_and_gives_the_uninterrupted_metrics(
     assert done.returncode == 0, done.stderr[-3000:]
     expected = json.loads((reference / "run" / "metrics.json").read_text())
     assert _same_run(metrics, expected)
+
+
+def _seconds_per_epoch(root: Path, config: dict, target: str) -> float:
+    """Wall seconds per epoch of the run `target` (its metrics.json) of `config`, measured by training it for
+    40 epochs here with the run config the workflow gives it."""
+    config = copy.deepcopy(config)
+    config["defaults"]["train"].update(max_epochs=40, patience=40)
+    ws = make_workspace(root, config)
+    data = Path(config["data"]["processed_dir"]) / GPU_TASK
+    run_snakemake(ws, "-c1", str(data / "manifest.json"), check=True)
+    dry_run = run_snakemake(ws, "-n", "-p", target, check=True).stdout
+    run_config = re.search(r"--run-config '(\{.*?\})'", dry_run).group(1)
+    command = [str(VENV_BIN / "pdelra"), "train", "--run-config", run_config, "--data", str(ws / data),
+               "--out", str(root / "run"), "--checkpoint-dir", str(root / "ckpt")]  # fmt: skip
+    done = subprocess.run(command, env=tool_env(), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((root / "run" / "metrics.json").read_text())["wall_time_s"] / 40
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_training_job_past_its_time_limit_is_retried_with_more_time_and_resumes(
+    slurm_cluster: dict[str, str], tmp_path: Path
+):
+    """Time limit: a run that trains ~110 s under `runtime: 1` (minute). Slurm stops it at the limit with
+    SIGTERM to every process of the step (the trainer checkpoints and records the signal), state TIMEOUT;
+    the profile's retry asks for runtime x attempt, resumes from the checkpoint and completes."""
+    config = slurm_config()
+    config["grids"]["main"].update(tasks=[GPU_TASK], variants=["after_embedding"])
+    config["defaults"]["train"].update(max_steps=None, batch_size=4, checkpoint_minutes=None)
+    config["tasks"][GPU_TASK]["resources"]["runtime"] = 1
+    steps_per_epoch = config["data"]["generate"][GPU_TASK]["n_train"] // 4
+    target = f"results/tiny/runs/{GPU_TASK}/after_embedding/h1/base/seed0/metrics.json"
+    # Slurm enforces limits every 30 s, so the kill comes 60-90 s into the job: train ~110 s on this machine
+    # (a run that ends just before the kill would time out in Snakemake's own epilogue instead).
+    epochs = math.ceil(110 / _seconds_per_epoch(tmp_path / "calibrate", config, target))
+    config["defaults"]["train"].update(max_epochs=epochs, patience=epochs)
+    ws = make_workspace(tmp_path / "ws", config)
+    metrics_file = ws / target
+    command = snakemake_command(ws, (target, "--profile", "profiles/slurm", *TEST_OVERRIDES))
+    proc = subprocess.run(["timeout", "-k", "10", "480", *command], cwd=ws, env=tool_env(slurm_cluster),
+                          capture_output=True, text=True)  # fmt: skip
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-6000:]
+
+    job_ids = sorted(set(re.findall(r"submitted with SLURM jobid (\d+)", log)), key=int)
+    sacct = ["sacct", "-X", "-n", "-P", "-o", "JobID,State,Timelimit", "-j", ",".join(job_ids)]
+    history = subprocess.run(sacct, env=tool_env(slurm_cluster), capture_output=True, text=True).stdout
+    attempts = [line.split("|") for line in history.split()]
+    assert attempts[0][1:] == ["TIMEOUT", "00:01:00"], history
+    assert attempts[-1][1] == "COMPLETED", history
+    assert attempts[-1][2] == f"00:0{len(attempts)}:00", f"the retry asks for runtime x attempt:\n{history}"
+
+    metrics = json.loads(metrics_file.read_text())
+    logs = (ws / "results" / "tiny" / "logs" / "train").rglob("*.log")
+    lines = [line for path in logs for line in path.open()]
+    seen = f"{history}\n{ {k: metrics[k] for k in ('resumed_count', 'interruptions', 'steps_run')} }\n"
+    seen += "".join(line for line in lines if "resum" in line or "interrupt" in line)
+    assert metrics["status"] == "completed" and metrics["steps_run"] == epochs * steps_per_epoch, seen
+    assert metrics["resumed_count"] == len(attempts) - 1, seen
+    # The signal that reached the trainer before the kill: Slurm's SIGTERM at the limit, once per time-out.
+    assert [stop["signal"] for stop in metrics["interruptions"]] == ["SIGTERM"] * (len(attempts) - 1), seen
