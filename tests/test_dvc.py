@@ -178,8 +178,9 @@ def test_version_rule_records_and_pushes_the_experiment(finished_project: Path, 
     assert record["pushed"] is True and record["remote"] == "store"
     assert [a["path"] for a in record["artifacts"]] == [f"results/tiny/{n}" for n in ARTIFACTS]
     runs = next(a for a in record["artifacts"] if a["path"].endswith("runs"))
-    # Per run: metrics.json, model.safetensors (weights) and diagnostics.csv, all under one .dvc file.
-    assert runs["nfiles"] == 4 * 3, "three files per run, all under one .dvc file"
+    # Per run: metrics.json, model.safetensors (weights), diagnostics.csv and its stamp diagnostics.json, all
+    # under one .dvc file.
+    assert runs["nfiles"] == 4 * 4, "four files per run, all under one .dvc file"
     # Versioning changed no timestamps: the finished workflow is up to date.
     assert dry_run_jobs(project) == {}
 

@@ -16,7 +16,9 @@ import shutil
 import subprocess
 import time
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -252,129 +254,158 @@ def test_placeholders_or_an_unreachable_cluster_stop_the_run_before_any_local_wo
     assert not (ws / "data").exists() and not (ws / "results").exists(), "local work started anyway"
 
 
-def _squeue_running(env: dict[str, str]) -> list[str]:
-    proc = subprocess.run(
-        ["squeue", "-h", "-t", "RUNNING", "-o", "%i"], env=tool_env(env), capture_output=True, text=True
-    )
-    return proc.stdout.split()
+# The two faults below each take minutes of waiting on Slurm (a time limit is at least a minute; the plugin's
+# status checks back off by 10 s a round), so one fixture starts both at once, on the cluster's two cores, and
+# each test asserts on its own scenario.
+RUN = f"{GPU_TASK}/after_embedding/h1/base/seed0"
+TARGET = f"results/tiny/runs/{RUN}/metrics.json"
+
+
+def _fault_config(**train: Any) -> dict:
+    config = slurm_config()
+    config["grids"]["main"].update(tasks=[GPU_TASK], variants=["after_embedding"])
+    config["defaults"]["train"].update(max_steps=None, batch_size=4, checkpoint_minutes=None, **train)
+    return config
+
+
+def _start_run(ws: Path, env: dict[str, str], log_path: Path, limit_s: int) -> subprocess.Popen[str]:
+    """snakemake --profile profiles/slurm for the one run, in the background (`timeout -k`: a hung snakemake
+    waits for its jobs and ignores SIGTERM)."""
+    command = snakemake_command(ws, (TARGET, "--profile", "profiles/slurm", *TEST_OVERRIDES))
+    with open(log_path, "w") as log:
+        return subprocess.Popen(["timeout", "-k", "10", str(limit_s), *command], cwd=ws, env=tool_env(env),
+                                stdout=log, stderr=subprocess.STDOUT, text=True)  # fmt: skip
+
+
+def _sacct_history(env: dict[str, str], job_ids: list[str]) -> list[list[str]]:
+    """[JobID, State, Timelimit] of each job, every requeue of it included (-D), in order."""
+    sacct = ["sacct", "-D", "-X", "-n", "-P", "-o", "JobID,State,Timelimit", "-j", ",".join(job_ids)]
+    out = subprocess.run(sacct, env=tool_env(env), capture_output=True, text=True).stdout
+    return [line.split("|") for line in out.split()]
+
+
+def _job_ids(log: str) -> list[str]:
+    return sorted(set(re.findall(r"submitted with SLURM jobid (\d+)", log)), key=int)
+
+
+def _train_by_hand(ws: Path, run_config: str, out: Path) -> dict[str, Any]:
+    """The run, uninterrupted, in a plain `pdelra train` process on the workspace's data: its metrics."""
+    command = [str(VENV_BIN / "pdelra"), "train", "--run-config", run_config,
+               "--data", str(ws / "data" / "processed" / GPU_TASK), "--out", str(out / "run"),
+               "--checkpoint-dir", str(out / "ckpt")]  # fmt: skip
+    done = subprocess.run(command, env=tool_env({"SLURM_CPUS_PER_TASK": "1"}), capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((out / "run" / "metrics.json").read_text())
+
+
+def _requeue_scenario(env: dict[str, str], root: Path) -> dict[str, Any]:
+    """Preemption: requeue the training job once it has checkpointed; then an uninterrupted reference run."""
+    ws = make_workspace(root / "ws", _fault_config(max_epochs=8, checkpoint_every_steps=1))
+    ckpt = ws / "results" / "tiny" / "checkpoints" / RUN / "checkpoint.pt"
+    log_path = root / "snakemake.log"
+    smk = _start_run(ws, env, log_path, 400)
+    deadline = time.monotonic() + 200
+    while not (ckpt.exists() and _job_ids(log_path.read_text())):
+        assert smk.poll() is None, log_path.read_text()[-4000:]
+        assert time.monotonic() < deadline, "training never checkpointed"
+        time.sleep(0.1)
+    job_ids = _job_ids(log_path.read_text())
+    requeue = subprocess.run(["scontrol", "requeue", job_ids[0]], env=tool_env(env), capture_output=True,
+                             text=True)  # fmt: skip
+    assert requeue.returncode == 0, requeue.stderr
+    smk.wait(timeout=420)
+    log = log_path.read_text()
+    assert smk.returncode == 0, log[-6000:]
+    metrics = json.loads((ws / TARGET).read_text())
+    return {
+        "metrics": metrics,
+        "history": _sacct_history(env, job_ids),
+        "reference": _train_by_hand(ws, json.dumps(metrics["run_config"]), root / "reference"),
+    }
+
+
+def _seconds_per_epoch(root: Path, config: dict) -> float:
+    """Wall seconds per epoch of the fault run of `config`, measured by training it for 40 epochs here with
+    the run config the workflow gives it."""
+    config = copy.deepcopy(config)
+    config["defaults"]["train"].update(max_epochs=40, patience=40)
+    ws = make_workspace(root, config)
+    run_snakemake(ws, "-c1", f"data/processed/{GPU_TASK}/manifest.json", check=True)
+    dry_run = run_snakemake(ws, "-n", "-p", TARGET, check=True).stdout
+    run_config = re.search(r"--run-config '(\{.*?\})'", dry_run).group(1)
+    return _train_by_hand(ws, run_config, root)["wall_time_s"] / 40
+
+
+def _time_limit_scenario(env: dict[str, str], root: Path, epochs: int) -> dict[str, Any]:
+    """Time limit: `runtime: 1` (minute) for a run that trains longer."""
+    config = _fault_config(max_epochs=epochs, patience=epochs)
+    config["tasks"][GPU_TASK]["resources"]["runtime"] = 1
+    ws = make_workspace(root / "ws", config)
+    log_path = root / "snakemake.log"
+    smk = _start_run(ws, env, log_path, 600)
+    smk.wait(timeout=620)
+    log = log_path.read_text()
+    assert smk.returncode == 0, log[-6000:]
+    lines = [
+        line for path in (ws / "results" / "tiny" / "logs" / "train").rglob("*.log") for line in path.open()
+    ]
+    return {
+        "metrics": json.loads((ws / TARGET).read_text()),
+        "history": _sacct_history(env, _job_ids(log)),
+        "trainer_log": "".join(line for line in lines if "resum" in line or "interrupt" in line),
+        "steps_per_epoch": config["data"]["generate"][GPU_TASK]["n_train"] // 4,
+        "epochs": epochs,
+    }
+
+
+@pytest.fixture(scope="module")
+def cluster_faults(
+    slurm_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Future[dict[str, Any]]]]:
+    """Both fault scenarios, started at once; each test waits for its own."""
+    root = tmp_path_factory.mktemp("faults")
+    # Slurm enforces time limits every 30 s, so the kill comes 60-90 s into the job: train ~110 s on this
+    # machine (a run that ended just before the kill would time out in Snakemake's own epilogue instead).
+    epochs = math.ceil(110 / _seconds_per_epoch(root / "calibrate", _fault_config()))
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        yield {
+            "requeue": pool.submit(_requeue_scenario, slurm_cluster, root / "requeue"),
+            "time_limit": pool.submit(_time_limit_scenario, slurm_cluster, root / "time_limit", epochs),
+        }
 
 
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_a_requeued_training_job_resumes_and_gives_the_uninterrupted_metrics(
-    slurm_cluster: dict[str, str], tmp_path: Path
+    cluster_faults: dict[str, Future[dict[str, Any]]],
 ):
     """Preemption: Slurm requeues a running training job (SIGTERM, then the job starts again)."""
-    config = slurm_config()
-    config["grids"]["main"].update(tasks=[GPU_TASK], variants=["after_embedding"])
-    config["defaults"]["train"].update(
-        max_steps=None, max_epochs=8, batch_size=4, checkpoint_every_steps=1, checkpoint_minutes=None
-    )
-    ws = make_workspace(tmp_path / "ws", config)
-    run = ("listops", "after_embedding", "h1", "base", 0)
-    ckpt = ws / "results" / "tiny" / "checkpoints" / "/".join(map(str, run[:-1])) / "seed0" / "checkpoint.pt"
-    metrics_file = ws / "results" / "tiny" / "runs" / "/".join(map(str, run[:-1])) / "seed0" / "metrics.json"
-    command = [
-        "timeout",
-        "-k",
-        "10",
-        "300",
-        # Only the run itself is the target: aggregation and the report are tested elsewhere.
-        *snakemake_command(
-            ws, ("--profile", "profiles/slurm", *TEST_OVERRIDES, str(metrics_file.relative_to(ws)))
-        ),
-    ]
-    log_path = tmp_path / "snakemake.log"
-    with open(log_path, "w") as log:
-        smk = subprocess.Popen(command, cwd=ws, env=tool_env(slurm_cluster), stdout=log,
-                               stderr=subprocess.STDOUT, text=True)  # fmt: skip
-    deadline = time.monotonic() + 200
-    while not ckpt.exists():
-        assert smk.poll() is None, log_path.read_text()[-4000:]
-        assert time.monotonic() < deadline, "training never checkpointed"
-        time.sleep(0.1)
-    running = _squeue_running(slurm_cluster)
-    assert len(running) == 1, running
-    requeue = subprocess.run(["scontrol", "requeue", running[0]], env=tool_env(slurm_cluster),
-                             capture_output=True, text=True)  # fmt: skip
-    assert requeue.returncode == 0, requeue.stderr
-    smk.wait(timeout=320)
-    assert smk.returncode == 0, log_path.read_text()[-6000:]
-
-    metrics = json.loads(metrics_file.read_text())
+    result = cluster_faults["requeue"].result(timeout=900)
+    metrics, history = result["metrics"], result["history"]
     assert metrics["resumed_count"] >= 1
-    history = subprocess.run(["sacct", "-D", "-X", "-n", "-P", "-o", "JobID,State", "-j", running[0]],
-                             env=tool_env(slurm_cluster), capture_output=True, text=True).stdout  # fmt: skip
-    assert "REQUEUED" in history and "COMPLETED" in history, history
-
-    # The same run, uninterrupted, in a plain process on the same data.
-    reference = tmp_path / "reference"
-    train = [str(VENV_BIN / "pdelra"), "train", "--run-config", json.dumps(metrics["run_config"]),
-             "--data", str(ws / "data" / "processed" / "listops"), "--out", str(reference / "run"),
-             "--checkpoint-dir", str(reference / "ckpt")]  # fmt: skip
-    done = subprocess.run(train, env=tool_env({"SLURM_CPUS_PER_TASK": "1"}), capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    expected = json.loads((reference / "run" / "metrics.json").read_text())
-    assert _same_run(metrics, expected)
-
-
-def _seconds_per_epoch(root: Path, config: dict, target: str) -> float:
-    """Wall seconds per epoch of the run `target` (its metrics.json) of `config`, measured by training it for
-    40 epochs here with the run config the workflow gives it."""
-    config = copy.deepcopy(config)
-    config["defaults"]["train"].update(max_epochs=40, patience=40)
-    ws = make_workspace(root, config)
-    data = Path(config["data"]["processed_dir"]) / GPU_TASK
-    run_snakemake(ws, "-c1", str(data / "manifest.json"), check=True)
-    dry_run = run_snakemake(ws, "-n", "-p", target, check=True).stdout
-    run_config = re.search(r"--run-config '(\{.*?\})'", dry_run).group(1)
-    command = [str(VENV_BIN / "pdelra"), "train", "--run-config", run_config, "--data", str(ws / data),
-               "--out", str(root / "run"), "--checkpoint-dir", str(root / "ckpt")]  # fmt: skip
-    done = subprocess.run(command, env=tool_env(), capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return json.loads((root / "run" / "metrics.json").read_text())["wall_time_s"] / 40
+    # Slurm's requeue sends SIGTERM (then SIGKILL): every stop the trainer recorded is one.
+    assert {stop["signal"] for stop in metrics["interruptions"]} <= {"SIGTERM"}
+    states = [state for _, state, _ in history]
+    assert "REQUEUED" in states and states[-1] == "COMPLETED", history
+    assert _same_run(metrics, result["reference"])
 
 
 @pytest.mark.slurm
 @pytest.mark.slow
 def test_a_training_job_past_its_time_limit_is_retried_with_more_time_and_resumes(
-    slurm_cluster: dict[str, str], tmp_path: Path
+    cluster_faults: dict[str, Future[dict[str, Any]]],
 ):
-    """Time limit: a run that trains ~110 s under `runtime: 1` (minute). Slurm stops it at the limit with
-    SIGTERM to every process of the step (the trainer checkpoints and records the signal), state TIMEOUT;
-    the profile's retry asks for runtime x attempt, resumes from the checkpoint and completes."""
-    config = slurm_config()
-    config["grids"]["main"].update(tasks=[GPU_TASK], variants=["after_embedding"])
-    config["defaults"]["train"].update(max_steps=None, batch_size=4, checkpoint_minutes=None)
-    config["tasks"][GPU_TASK]["resources"]["runtime"] = 1
-    steps_per_epoch = config["data"]["generate"][GPU_TASK]["n_train"] // 4
-    target = f"results/tiny/runs/{GPU_TASK}/after_embedding/h1/base/seed0/metrics.json"
-    # Slurm enforces limits every 30 s, so the kill comes 60-90 s into the job: train ~110 s on this machine
-    # (a run that ends just before the kill would time out in Snakemake's own epilogue instead).
-    epochs = math.ceil(110 / _seconds_per_epoch(tmp_path / "calibrate", config, target))
-    config["defaults"]["train"].update(max_epochs=epochs, patience=epochs)
-    ws = make_workspace(tmp_path / "ws", config)
-    metrics_file = ws / target
-    command = snakemake_command(ws, (target, "--profile", "profiles/slurm", *TEST_OVERRIDES))
-    proc = subprocess.run(["timeout", "-k", "10", "480", *command], cwd=ws, env=tool_env(slurm_cluster),
-                          capture_output=True, text=True)  # fmt: skip
-    log = proc.stdout + proc.stderr
-    assert proc.returncode == 0, log[-6000:]
-
-    job_ids = sorted(set(re.findall(r"submitted with SLURM jobid (\d+)", log)), key=int)
-    sacct = ["sacct", "-X", "-n", "-P", "-o", "JobID,State,Timelimit", "-j", ",".join(job_ids)]
-    history = subprocess.run(sacct, env=tool_env(slurm_cluster), capture_output=True, text=True).stdout
-    attempts = [line.split("|") for line in history.split()]
-    assert attempts[0][1:] == ["TIMEOUT", "00:01:00"], history
-    assert attempts[-1][1] == "COMPLETED", history
-    assert attempts[-1][2] == f"00:0{len(attempts)}:00", f"the retry asks for runtime x attempt:\n{history}"
-
-    metrics = json.loads(metrics_file.read_text())
-    logs = (ws / "results" / "tiny" / "logs" / "train").rglob("*.log")
-    lines = [line for path in logs for line in path.open()]
-    seen = f"{history}\n{ {k: metrics[k] for k in ('resumed_count', 'interruptions', 'steps_run')} }\n"
-    seen += "".join(line for line in lines if "resum" in line or "interrupt" in line)
-    assert metrics["status"] == "completed" and metrics["steps_run"] == epochs * steps_per_epoch, seen
+    """Slurm stops the job at its limit with SIGTERM to every process of the step (the trainer checkpoints and
+    records the signal), state TIMEOUT; the profile's retry asks for runtime x attempt, resumes, completes."""
+    result = cluster_faults["time_limit"].result(timeout=900)
+    metrics, attempts = result["metrics"], result["history"]
+    seen = f"{attempts}\n{ {k: metrics[k] for k in ('resumed_count', 'interruptions', 'steps_run')} }\n"
+    seen += result["trainer_log"]
+    assert attempts[0][1:] == ["TIMEOUT", "00:01:00"], seen
+    assert attempts[-1][1] == "COMPLETED", seen
+    assert attempts[-1][2] == f"00:0{len(attempts)}:00", f"the retry asks for runtime x attempt:\n{seen}"
+    assert metrics["status"] == "completed", seen
+    assert metrics["steps_run"] == result["epochs"] * result["steps_per_epoch"], seen
     assert metrics["resumed_count"] == len(attempts) - 1, seen
     # The signal that reached the trainer before the kill: Slurm's SIGTERM at the limit, once per time-out.
     assert [stop["signal"] for stop in metrics["interruptions"]] == ["SIGTERM"] * (len(attempts) - 1), seen
