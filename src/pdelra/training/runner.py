@@ -325,15 +325,12 @@ class _Trainer:
 
     def _stop_interrupted(self) -> int:
         """Record the signal in the state (so in the checkpoint and metrics.json), checkpoint, exit 75."""
-        received = self.interrupted.received
-        self.state.interruptions.append(
-            {"signal": received.name if received else None, "step": self.state.global_step}
-        )
+        signal_name = self.interrupted.received.name if self.interrupted.received else None
+        self.state.interruptions.append({"signal": signal_name, "step": self.state.global_step})
         self._save_checkpoint()
-        signal_name = received.name if received else "signal"
         log.warning(
             "interrupted by %s at step %d; checkpoint in %s; rerun the same command to resume (exit %d)",
-            signal_name,
+            signal_name or "a signal",
             self.state.global_step,
             self.ckpt_dir,
             EXIT_INTERRUPTED,
