@@ -65,30 +65,19 @@ class PlanError(UserError, ValueError):
 
 
 def load_config(path: Path) -> dict[str, Any]:
-    """The workflow config, validated against workflow/schemas/config.schema.yaml with its defaults filled in
-    (as Snakemake's `validate(..., set_default=True)` does). Without jsonschema, unvalidated (a warning)."""
+    """The workflow config, checked as `pdelra config check` does (YAML syntax with its line, every schema
+    problem), with the schema's defaults filled in (as Snakemake's `validate(..., set_default=True)` does)."""
+    import jsonschema
     import yaml
 
-    from pdelra.config_check import load_schema, yaml_problem
+    from pdelra.config_check import file_problems, load_schema
 
-    if not Path(path).is_file():
-        raise PlanError(f"config file not found: {path}")
-    if problem := yaml_problem(path):
-        raise PlanError(problem)
-    config = yaml.safe_load(Path(path).read_text())
-    if not isinstance(config, dict):
-        raise PlanError(f"{path}: a config must be a mapping")
-    try:
-        import jsonschema
-    except ImportError:
-        log.warning("jsonschema is not installed: %s is read without validation or schema defaults", path)
-        return config
-    schema = load_schema()
-    validator = _defaults_filling(jsonschema.Draft7Validator)(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        where = ".".join(str(p) for p in errors[0].absolute_path) or "(top level)"
-        raise PlanError(f"{path}: {where}: {errors[0].message}")
+    problems = file_problems(path)
+    if problems:
+        raise PlanError(f"invalid config {path}:\n" + "\n".join(f"  - {problem}" for problem in problems))
+    config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    for _ in _defaults_filling(jsonschema.Draft7Validator)(load_schema()).iter_errors(config):
+        pass  # valid (checked above): iterating fills in the defaults
     return config
 
 
