@@ -207,3 +207,13 @@ TABLE9: dict[str, object] = {
     "dropout": 0.1,
     "d_mlp": 512,
 }
+
+# PhysQK-AD's abstract (papers/physqk-ad-abstract.txt), its byte-level LM: d = 256, 4 layers, 20 epochs,
+# 128-byte windows, 3 seeds. Layers are read as blocks.1 (L1) … blocks.3 (its numbering is not stated).
+PHYSQK_AD_DELTA = {"physqk_ad": -0.065, "physqk": +0.007}  # ΔEval vs MHA, nats/token
+PHYSQK_AD_ABLATION_GAIN = (0.43, 0.51)  # simpler α allocations beat joint learning by this much (nats)
+PHYSQK_AD_L1_ALPHA = 0.44  # L1's convection share α at the end of training
+PHYSQK_AD_CLOSED_ALPHA = 0.003  # L2/L3 α fall below this by 20 epochs
+PHYSQK_AD_L1_PE = 1.142  # L1's effective Péclet number
+PHYSQK_AD_CONVECTIVE_LAYER = 1
+PHYSQK_AD_CLOSED_LAYERS = (2, 3)
