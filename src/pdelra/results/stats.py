@@ -42,10 +42,6 @@ class Estimate:
             return math.nan
         return min(1.0, 2 * min(self.p_greater, self.p_less))
 
-    def shifted(self, by: float) -> Estimate:
-        """The same estimate of effect − `by` (p-values are not shifted: they need a new test)."""
-        return Estimate(self.effect - by, self.low - by, self.high - by, self.n, self.method)
-
 
 def _clean(values: Sequence[float]) -> np.ndarray:
     x = np.asarray([float(v) for v in values], dtype=float)
@@ -109,31 +105,19 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
     )
 
 
-def equivalence_p(estimate: Estimate, margin: float) -> tuple[float, float]:
-    """(p of "within ± margin", p of "outside ± margin") on the two-sided scale, from one estimate's data.
+def equivalence(a: Mapping[int, float], b: Mapping[int, float], margin: float) -> tuple[float, float]:
+    """(p of "a − b within ± margin", p of "a − b outside ± margin"), both on the two-sided scale.
 
-    TOST: the effect lies within ± margin when both one-sided tests against the margins reject; at
-    `ALPHA` two-sided this is the 95 % interval lying inside ± margin. Outside: the interval lies entirely
-    beyond one margin. Computed from the t-interval's own quantities (effect, half-width, n) so no data
-    need be kept; NaN without an interval.
+    TOST: the difference lies within ± margin when both one-sided tests against the margins reject, which
+    at `ALPHA` is the 95 % interval lying inside ± margin. Outside: one one-sided test beyond a margin
+    rejects, i.e. the interval lies entirely beyond it. Each test is `paired` on b shifted by the margin.
     """
-    from scipy import stats
-
-    if estimate.n < 2 or math.isnan(estimate.low):
+    above_low = paired(a, {s: v - margin for s, v in b.items()})  # tests a − b + margin
+    below_high = paired(a, {s: v + margin for s, v in b.items()})  # tests a − b − margin
+    p = (above_low.p_greater, below_high.p_less, above_low.p_less, below_high.p_greater)
+    if any(math.isnan(x) for x in p):
         return math.nan, math.nan
-    half = (estimate.high - estimate.low) / 2
-    if half == 0:
-        inside = abs(estimate.effect) <= margin
-        return (0.0, 1.0) if inside else (1.0, 0.0)
-    dof = estimate.n - 1
-    se = half / stats.t.ppf(0.5 + CONFIDENCE / 2, dof)
-    t_low = (estimate.effect + margin) / se  # H0: effect ≤ −margin
-    t_high = (estimate.effect - margin) / se  # H0: effect ≥ +margin
-    p_above_low = float(stats.t.sf(t_low, dof))
-    p_below_high = float(stats.t.cdf(t_high, dof))
-    within = min(1.0, 2 * max(p_above_low, p_below_high))
-    outside = min(1.0, 2 * min(float(stats.t.cdf(t_low, dof)), float(stats.t.sf(t_high, dof))))
-    return within, outside
+    return min(1.0, 2 * max(p[0], p[1])), min(1.0, 2 * min(p[2], p[3]))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
