@@ -35,6 +35,8 @@ class Estimate:
     method: str
     p_greater: float = math.nan  # H0: effect ≤ 0 against H1: effect > 0
     p_less: float = math.nan  # H0: effect ≥ 0 against H1: effect < 0
+    se: float = math.nan  # the test's standard error and degrees of freedom (for tests against margins)
+    df: float = math.nan
 
     @property
     def p_two_sided(self) -> float:
@@ -63,10 +65,28 @@ def one_sample(values: Sequence[float], null: float = 0.0, confidence: float = C
         return Estimate(
             mean, mean, mean, n, "t (no spread)", float(mean <= 0), float(mean >= 0)
         )  # fmt: skip
-    greater = stats.ttest_1samp(x, 0.0, alternative="greater")
-    less = stats.ttest_1samp(x, 0.0, alternative="less")
-    ci = stats.ttest_1samp(x, 0.0).confidence_interval(confidence)
-    return Estimate(mean, float(ci.low), float(ci.high), n, "t", float(greater.pvalue), float(less.pvalue))
+    return _from_t(mean, stats.ttest_1samp(x, 0.0), n, "t", confidence)
+
+
+def _from_t(effect: float, result: object, n: int, method: str, confidence: float) -> Estimate:
+    """An Estimate from one scipy t-test result (two-sided): its interval, both one-sided p-values from
+    its statistic and degrees of freedom (one test call instead of three), and its standard error."""
+    from scipy import stats
+
+    t, df = float(result.statistic), float(result.df)  # type: ignore[attr-defined]
+    ci = result.confidence_interval(confidence)  # type: ignore[attr-defined]
+    se = (float(ci.high) - float(ci.low)) / (2 * float(stats.t.ppf(0.5 + confidence / 2, df)))
+    return Estimate(
+        effect,
+        float(ci.low),
+        float(ci.high),
+        n,
+        method,
+        float(stats.t.sf(t, df)),
+        float(stats.t.cdf(t, df)),
+        se,
+        df,
+    )
 
 
 def paired(a: Mapping[int, float], b: Mapping[int, float], confidence: float = CONFIDENCE) -> Estimate:
@@ -97,27 +117,29 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
         return Estimate(
             effect, effect, effect, n, "Welch t (no spread)", float(effect <= 0), float(effect >= 0)
         )
-    greater = stats.ttest_ind(xa, xb, equal_var=False, alternative="greater")
-    less = stats.ttest_ind(xa, xb, equal_var=False, alternative="less")
-    ci = stats.ttest_ind(xa, xb, equal_var=False).confidence_interval(confidence)
-    return Estimate(
-        effect, float(ci.low), float(ci.high), n, "Welch t", float(greater.pvalue), float(less.pvalue)
-    )
+    return _from_t(effect, stats.ttest_ind(xa, xb, equal_var=False), n, "Welch t", confidence)
 
 
-def equivalence(a: Mapping[int, float], b: Mapping[int, float], margin: float) -> tuple[float, float]:
-    """(p of "a − b within ± margin", p of "a − b outside ± margin"), both on the two-sided scale.
+def equivalence(est: Estimate, margin: float) -> tuple[float, float]:
+    """(p of "effect within ± margin", p of "effect outside ± margin"), both on the two-sided scale.
 
     TOST: the difference lies within ± margin when both one-sided tests against the margins reject, which
     at `ALPHA` is the 95 % interval lying inside ± margin. Outside: one one-sided test beyond a margin
-    rejects, i.e. the interval lies entirely beyond it. Each test is `paired` on b shifted by the margin.
+    rejects, i.e. the interval lies entirely beyond it. Both use the estimate's own t statistic
+    (from `paired`, `one_sample` or `welch`) shifted by the margin: its standard error and degrees of
+    freedom (Welch's when unpaired).
     """
-    above_low = paired(a, {s: v - margin for s, v in b.items()})  # tests a − b + margin
-    below_high = paired(a, {s: v + margin for s, v in b.items()})  # tests a − b − margin
-    p = (above_low.p_greater, below_high.p_less, above_low.p_less, below_high.p_greater)
-    if any(math.isnan(x) for x in p):
+    from scipy import stats
+
+    if est.n < 2 or math.isnan(est.low):
         return math.nan, math.nan
-    return min(1.0, 2 * max(p[0], p[1])), min(1.0, 2 * min(p[2], p[3]))
+    if not est.se > 0:  # no spread: the point interval is inside or outside
+        inside = abs(est.effect) <= margin
+        return (0.0, 1.0) if inside else (1.0, 0.0)
+    t_low, t_high = (est.effect + margin) / est.se, (est.effect - margin) / est.se
+    within = 2 * max(float(stats.t.sf(t_low, est.df)), float(stats.t.cdf(t_high, est.df)))
+    outside = 2 * min(float(stats.t.cdf(t_low, est.df)), float(stats.t.sf(t_high, est.df)))
+    return min(1.0, within), min(1.0, outside)
 
 
 def holm(p_values: Sequence[float]) -> list[float]:

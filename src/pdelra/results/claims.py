@@ -1,0 +1,925 @@
+"""Every claim of the paper and of the related systems, typed once as data, and the rule that judges each.
+
+A claim compares *cells* of the grid — a cell is (variant, scale, setting) — through a per-seed value:
+test accuracy (averaged over the claim's tasks when there are several, as the paper's LRA average is), a
+step-time overhead over the baseline in percent, or a language model's test loss. Kinds:
+
+- `Difference(a, b)`: mean over seeds of value(a) − value(b), with the sign the paper reports; a paper Δ
+  within ± `EQUIVALENCE_MARGIN` (1 pp; the one threshold for "no difference") is a no-difference claim.
+- `Best(target, others)`: the target beats every other cell (`lowest=True`: every other beats it).
+- `PairOrder(cells)`: the cells come in the paper's order, pair by pair.
+- threshold claims (PhysQK-AD's per-layer values against a published number), built by `lm_claims`.
+
+Procedures (95 %, i.e. `ALPHA` = 5 % two-sided, 2.5 % per direction; `pdelra.results.stats`):
+- A difference is the **paired t-test** over the seeds both cells completed (scipy `ttest_rel`; the same
+  seed gives the same initialisation and data order), Welch's t (`ttest_ind(equal_var=False)`) when fewer
+  than 2 seeds are shared, none below 2 seeds a side. `reproduced` when the 95 % t-interval excludes 0 on
+  the paper's side, `contradicted` on the other side. No-difference claims: TOST, `reproduced` when the
+  interval lies inside ± margin, `contradicted` when it lies entirely outside.
+- `Best` is an **intersection–union test**: `reproduced` only when every pairwise paired t-test favours
+  the target (no correction is needed: all must reject); `contradicted` when some other cell is
+  significantly better, Bonferroni over the k comparisons. So "multi-scale beats its best single scale" is
+  tested against each single scale, not against one picked by its mean on the same runs.
+- `PairOrder` tests each pair of cells with the paired t-test, Holm-adjusted over the pairs:
+  `contradicted` when some pair is significantly reversed, `reproduced` when every pair is significantly
+  in the paper's order, else `inconclusive`; the effect is (pairs in order − pairs reversed) / pairs.
+  With 5 seeds an exact sign-flip test cannot reject (its smallest two-sided p is 2/32) and a percentile
+  bootstrap of Kendall's τ under-covers (measured: 5–7 % per side) and calls any positive association
+  "reproduced": hence paired t per pair.
+
+Multiplicity. The abstract's three claims are **primary** and judged at the nominal level:
+`after_embedding_gain` (+4.1 pp), `after_attention_loss` (−2.5 pp) and `multiscale_gain` (multi-scale
+beats every single scale, averaged over the three positions of Table 12). Every other claim belongs to a
+**family** (`ranking`, `table11`, `multiscale`, `cost`, `cta`, `lm`, `diagnostics`) and is Holm-adjusted
+within it: `verdict` is the adjusted word, `verdict_unadjusted` the word at the nominal level, `p_value`
+and `p_adjusted` beside them (a claim's p-value is that of the test behind its word, on the two-sided
+scale: `p_value` < 5 % ⇔ `verdict_unadjusted` is `reproduced` or `contradicted`).
+
+Size is a separate answer (`size`): `as claimed` when the paper's value lies inside our 95 % interval,
+`smaller than claimed` / `larger than claimed` when the interval lies entirely on one side of it (in
+magnitude; for a paper value of 0 any excluded value is larger); empty without a paper value or interval.
+
+Measured error rates (tests/test_results_claims.py, constructed null runs: 5 tasks × 8 positions × 5
+seeds, a shared per-seed effect and per-run noise; figures in `MEASURED_RATES`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pdelra import paper
+from pdelra.results import stats
+from pdelra.results.stats import ALPHA
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+BASE_SETTING = "base"  # pdelra.runs.BASE_SETTING (this module stays free of the runs layout)
+COMPLETED = "completed"
+# A paper Δ within this margin is "no difference", and a no-difference claim is reproduced when our 95 %
+# interval lies inside it: one threshold for both (1 percentage point of accuracy).
+EQUIVALENCE_MARGIN = 0.01
+# "L1 α ≈ 0.44" of PhysQK-AD read as within ± 0.05.
+L1_ALPHA_MARGIN = 0.05
+
+VERDICTS = ("reproduced", "contradicted", "inconclusive", "not run")
+SIZES = ("as claimed", "smaller than claimed", "larger than claimed")
+FAMILIES = ("primary", "ranking", "table11", "multiscale", "cost", "cta", "lm", "diagnostics")
+CLAIM_COLUMNS = (
+    "claim_id",
+    "claim",
+    "source",
+    "family",
+    "kind",
+    "unit",
+    "paper_effect",
+    "effect",
+    "ci_low",
+    "ci_high",
+    "n",
+    "verdict",
+    "verdict_unadjusted",
+    "p_value",
+    "p_adjusted",
+    "adjustment",
+    "size",
+    "paper_in_ci",
+    "method",
+    "n_excluded",
+    "detail",
+)
+
+# The verdict rule in one statement: the report, the landing page and this docstring's readers see this.
+VERDICT_RULE = (
+    "**reproduced**: our 95 % interval over seeds lies on the paper's side of 0 (for a no-difference claim: "
+    "inside ± 1 pp; for a 'best' claim: every pairwise comparison favours it); **contradicted**: it lies on "
+    "the other side (outside ± 1 pp; some other configuration is significantly better); **inconclusive**: "
+    "neither, or fewer than 2 usable seeds; **not run**: a configuration the claim needs has no run. "
+    "The abstract's three claims are judged at 5 %; every other claim is Holm-adjusted within its family "
+    "(`verdict`; `verdict_unadjusted` beside it). **Size** is a separate word: *as claimed* when the "
+    "paper's value lies inside our interval, else *smaller* or *larger than claimed*."
+)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Claims as data
+# ----------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Cell:
+    """One configuration of the grid: variant at a diffusion scale under a grid setting."""
+
+    variant: str
+    scale: str = "h1"
+    setting: str = BASE_SETTING
+
+    def label(self) -> str:
+        name = paper.VARIANT_LABELS.get(self.variant, self.variant)
+        extra = [
+            s for s in (self.scale if self.scale != "h1" else "", self.setting) if s and s != BASE_SETTING
+        ]
+        return f"{name} ({', '.join(extra)})" if extra else name
+
+
+@dataclass(frozen=True)
+class Pooled:
+    """The per-seed mean of several cells (e.g. multi-scale over the three positions of Table 12)."""
+
+    cells: tuple[Cell, ...]
+    name: str
+
+    def label(self) -> str:
+        return self.name
+
+
+Cells = Cell | Pooled
+
+
+@dataclass(frozen=True)
+class Metric:
+    """The per-seed value: `column` of the runs table averaged over `tasks`; with `overhead_vs`, the
+    overhead 100·(x / x_ref − 1) in percent over that cell on the same task and seed."""
+
+    column: str = "test_accuracy"
+    tasks: tuple[str, ...] = paper.TASKS
+    overhead_vs: Cell | None = None
+    higher_is_better: bool = True
+    unit: str = "accuracy"
+
+
+@dataclass(frozen=True)
+class Difference:
+    claim_id: str
+    claim: str
+    source: str
+    family: str
+    a: Cells
+    b: Cells
+    paper_effect: float
+    metric: Metric = field(default_factory=Metric)
+    direction: int | None = None  # None: from paper_effect (0 when within ± margin)
+    margin: float = EQUIVALENCE_MARGIN
+
+    kind = "difference"
+
+    @property
+    def expected(self) -> int:
+        if self.direction is not None:
+            return self.direction
+        return expected_direction(self.paper_effect, self.margin)
+
+
+@dataclass(frozen=True)
+class Best:
+    """`target` beats each of `others` (with `lowest`, each of `others` beats the target)."""
+
+    claim_id: str
+    claim: str
+    source: str
+    family: str
+    target: Cells
+    others: tuple[Cells, ...]
+    paper_effect: float
+    metric: Metric = field(default_factory=Metric)
+    lowest: bool = False
+
+    kind = "best"
+
+
+@dataclass(frozen=True)
+class PairOrder:
+    """`cells` are listed in the paper's order, best first; every pair is a one-sided comparison."""
+
+    claim_id: str
+    claim: str
+    source: str
+    family: str
+    cells: tuple[Cell, ...]
+    metric: Metric = field(default_factory=Metric)
+
+    kind = "pair order"
+    paper_effect = 1.0  # every pair in order
+
+
+Claim = Difference | Best | PairOrder
+
+
+def expected_direction(paper_effect: float, margin: float = EQUIVALENCE_MARGIN) -> int:
+    """+1 / −1: the paper reports a gain / loss; 0: |Δ| within the margin, a no-difference claim."""
+    return 0 if abs(paper_effect) <= margin else (1 if paper_effect > 0 else -1)
+
+
+def _direction_word(delta: float) -> str:
+    e = expected_direction(delta)
+    return "no difference (within ±1 pp)" if e == 0 else ("gain" if e > 0 else "loss")
+
+
+def paper_claims() -> tuple[Claim, ...]:
+    """The paper's claims. Every paper number comes from pdelra.paper; none is typed here.
+
+    Table 4's predicted order equals Table 6's measured one, so one order claim tests both.
+    """
+    avg = paper.TABLE6
+    positions = tuple(Cell(v) for v in paper.POSITIONS)
+    base = Cell("none")
+    listops = Metric(tasks=("listops",))
+    others = tuple(c for c in positions if c.variant != "after_embedding")
+    last_others = tuple(c for c in positions if c.variant != "after_attention")
+    claims: list[Claim] = [
+        Difference(
+            "after_embedding_gain",
+            "After Embedding beats the baseline on the LRA average (+4.07 pp)",
+            "abstract, Table 6",
+            "primary",
+            Cell("after_embedding"),
+            base,
+            avg["after_embedding"] - avg["none"],
+        ),
+        Difference(
+            "after_attention_loss",
+            "After Attention is below the baseline on the LRA average (−2.45 pp)",
+            "abstract, Table 6",
+            "primary",
+            Cell("after_attention"),
+            base,
+            avg["after_attention"] - avg["none"],
+        ),
+    ]
+    t12 = paper.TABLE12
+    singles = ("h1", "h2", "h4")
+
+    def pooled(scale: str) -> Pooled:
+        name = "multi-scale" if scale == "multi" else f"scale {scale}"
+        return Pooled(tuple(Cell(v, scale) for v in t12), f"{name} (mean of the three positions)")
+
+    pooled_paper = {s: sum(t12[v][s] for v in t12) / len(t12) for s in (*singles, "multi")}
+    claims.append(
+        Best(
+            "multiscale_gain",
+            "On ListOps, multi-scale diffusion beats every single scale (mean of the three positions)",
+            "abstract, Tables 7, 12",
+            "primary",
+            pooled("multi"),
+            tuple(pooled(s) for s in singles),
+            pooled_paper["multi"] - max(pooled_paper[s] for s in singles),
+            metric=listops,
+        )
+    )
+    claims += [
+        Best(
+            "after_embedding_best",
+            "After Embedding is the best of the seven positions on the LRA average",
+            "Table 6",
+            "ranking",
+            Cell("after_embedding"),
+            others,
+            avg["after_embedding"] - max(avg[c.variant] for c in others),
+        ),
+        Best(
+            "after_attention_worst",
+            "After Attention is the worst of the seven positions on the LRA average",
+            "Table 6",
+            "ranking",
+            Cell("after_attention"),
+            last_others,
+            avg["after_attention"] - min(avg[c.variant] for c in last_others),
+            lowest=True,
+        ),
+        PairOrder(
+            "position_order",
+            "The seven positions rank as in Table 6 (= Table 4's prediction), pair by pair",
+            "Tables 4, 6",
+            "ranking",
+            tuple(Cell(v) for v in sorted(paper.POSITIONS, key=lambda v: -avg[v])),
+        ),
+    ]
+    for variant, per_scale in t12.items():
+        best_single = max(per_scale[s] for s in singles)
+        claims.append(
+            Best(
+                f"multiscale_gain_{variant}",
+                f"On ListOps, multi-scale {paper.VARIANT_LABELS[variant]} beats each of its single scales",
+                "Tables 7, 12",
+                "multiscale",
+                Cell(variant, "multi"),
+                tuple(Cell(variant, s) for s in singles),
+                per_scale["multi"] - best_single,
+                metric=listops,
+            )
+        )
+    cost = Metric(
+        column="median_step_time_s",
+        tasks=("listops",),
+        overhead_vs=base,
+        higher_is_better=False,
+        unit="pp of step time",
+    )
+    t14 = paper.TABLE14
+    claims += [
+        Difference(
+            "cost_after_embedding_below_after_mlp",
+            "After Embedding costs less per step than After MLP (ListOps; +5.6 % vs +12.8 %)",
+            "Table 14",
+            "cost",
+            Cell("after_embedding"),
+            Cell("after_mlp"),
+            t14[("after_embedding", "h1")]["time_overhead_pct"]
+            - t14[("after_mlp", "h1")]["time_overhead_pct"],
+            metric=cost,
+            direction=-1,
+        ),
+        Difference(
+            "cost_multiscale_above_single",
+            "Multi-scale After Embedding costs more per step than single-scale (ListOps; +18.4 % vs +5.6 %)",
+            "Table 14",
+            "cost",
+            Cell("after_embedding", "multi"),
+            Cell("after_embedding"),
+            t14[("after_embedding", "multi")]["time_overhead_pct"]
+            - t14[("after_embedding", "h1")]["time_overhead_pct"],
+            metric=cost,
+            direction=1,
+        ),
+    ]
+    for variant, per_task in paper.TABLE11.items():
+        for task, cell in per_task.items():
+            claims.append(
+                Difference(
+                    f"table11_sign_{variant}_{task}",
+                    f"{paper.VARIANT_LABELS[variant]} vs baseline on {paper.TASK_LABELS[task]}: "
+                    f"{_direction_word(cell['delta'])}",
+                    "Table 11",
+                    "table11",
+                    Cell(variant),
+                    base,
+                    cell["delta"],
+                    metric=Metric(tasks=(task,)),
+                )
+            )
+    return tuple(claims)
+
+
+CTA_TYPES = ("cta_diffusion", "cta_wave", "cta_reaction_diffusion", "cta_advection_diffusion")
+CTA_CLAIM_SETTING = "steps4"
+
+
+def cta_claims() -> tuple[Claim, ...]:
+    """Continuous-Time Attention's abstract: PDE-evolved attention gives "consistent gains over standard
+    Transformers". No number is published, so the direction (+) is the claim, per PDE type (the official
+    code's ablation has all four, advection–diffusion included), on the LRA average at 4 pseudo-time steps."""
+    return tuple(
+        Difference(
+            f"cta_{t.removeprefix('cta_')}_gain",
+            f"CTA ({paper.VARIANT_LABELS.get(t, t)}, 4 steps) beats the standard Transformer "
+            "on the LRA average",
+            "Continuous-Time Attention, abstract",
+            "cta",
+            Cell(t, "h1", CTA_CLAIM_SETTING),
+            Cell("none"),
+            math.nan,
+            direction=+1,
+        )
+        for t in CTA_TYPES
+    )
+
+
+def all_claims() -> tuple[Claim, ...]:
+    """The claims judged on the LRA runs table (the paper's and CTA's), ids unique."""
+    claims = paper_claims() + cta_claims()
+    ids = [c.claim_id for c in claims]
+    repeated = sorted({i for i in ids if ids.count(i) > 1})
+    if repeated:
+        raise ValueError(f"claim ids must be unique; repeated: {repeated}")
+    return claims
+
+
+# ----------------------------------------------------------------------------------------------------
+# Per-seed values
+# ----------------------------------------------------------------------------------------------------
+@dataclass
+class SeedValues:
+    """Per-seed values of one cell: `values` (seed → value) for seeds usable on every task, `missing`
+    (what has no run at all) and `excluded` (runs that exist but did not complete)."""
+
+    values: dict[int, float]
+    missing: list[str]
+    excluded: int
+
+
+class RunIndex:
+    """The runs table indexed once by (task, variant, scale, setting): every claim reads cells from here."""
+
+    def __init__(self, runs: pd.DataFrame):
+        self._rows: dict[tuple[str, str, str, str], list[tuple[int, str, dict[str, Any]]]] = {}
+        if runs is None or not len(runs):
+            return
+        settings = runs["setting"] if "setting" in runs.columns else [BASE_SETTING] * len(runs)
+        records = runs.to_dict("records")
+        for record, setting in zip(records, settings, strict=True):
+            key = (str(record["task"]), str(record["variant"]), str(record["scale"]), str(setting))
+            self._rows.setdefault(key, []).append((int(record["seed"]), str(record["status"]), record))
+
+    def cell(self, cell: Cell, task: str, column: str) -> tuple[dict[int, float], int] | None:
+        """(seed → value of completed runs, number of runs excluded), or None when the cell has no run."""
+        rows = self._rows.get((task, cell.variant, cell.scale, cell.setting))
+        if not rows:
+            return None
+        values = {}
+        for seed, status, record in rows:
+            value = record.get(column)
+            if status == COMPLETED and value is not None and not _isnan(value):
+                values[seed] = float(value)
+        return values, len(rows) - len(values)
+
+
+def _isnan(value: Any) -> bool:
+    try:
+        return math.isnan(float(value))
+    except (TypeError, ValueError):
+        return True
+
+
+def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
+    """The per-seed value of a cell (or pooled cells), averaged over the metric's tasks; only seeds usable
+    on every task (and every pooled cell)."""
+    parts = cells.cells if isinstance(cells, Pooled) else (cells,)
+    per_part: list[dict[int, float]] = []
+    missing: list[str] = []
+    excluded = 0
+    for cell in parts:
+        for task in metric.tasks:
+            found = index.cell(cell, task, metric.column)
+            if found is None:
+                missing.append(f"{cell.label()} on {paper.TASK_LABELS.get(task, task)}")
+                continue
+            values, dropped = found
+            excluded += dropped
+            if metric.overhead_vs is not None:
+                ref = index.cell(metric.overhead_vs, task, metric.column)
+                if ref is None:
+                    missing.append(f"{metric.overhead_vs.label()} on {paper.TASK_LABELS.get(task, task)}")
+                    continue
+                values = {s: 100.0 * (x / ref[0][s] - 1.0) for s, x in values.items() if ref[0].get(s, 0) > 0}
+            per_part.append(values)
+    if missing or not per_part:
+        return SeedValues({}, missing, excluded)
+    seeds = set.intersection(*(set(v) for v in per_part))
+    return SeedValues({s: sum(v[s] for v in per_part) / len(per_part) for s in sorted(seeds)}, [], excluded)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Judging one claim
+# ----------------------------------------------------------------------------------------------------
+def _word(p_value: float, effect_sign: int, expected: int) -> str:
+    """The unadjusted word from a test's two-sided-scale p-value and which way it points."""
+    if math.isnan(p_value) or p_value >= ALPHA:
+        return "inconclusive"
+    return "reproduced" if effect_sign == expected else "contradicted"
+
+
+def size_word(paper_effect: float, low: float, high: float) -> str:
+    """`as claimed` / `smaller than claimed` / `larger than claimed` (in magnitude) from our interval."""
+    if any(_isnan(x) for x in (paper_effect, low, high)):
+        return ""
+    if low <= paper_effect <= high:
+        return "as claimed"
+    below = high < paper_effect  # our whole interval lies below the paper's value
+    if paper_effect > 0:
+        return "smaller than claimed" if below else "larger than claimed"
+    if paper_effect < 0:
+        return "larger than claimed" if below else "smaller than claimed"
+    return "larger than claimed"
+
+
+def _row(claim: Claim, **values: Any) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "claim_id": claim.claim_id,
+        "claim": claim.claim,
+        "source": claim.source,
+        "family": claim.family,
+        "kind": claim.kind,
+        "unit": claim.metric.unit,
+        "paper_effect": claim.paper_effect,
+        "effect": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "n": 0,
+        "verdict_unadjusted": "not run",
+        "p_value": math.nan,
+        "method": "",
+        "n_excluded": 0,
+        "detail": "",
+    }
+    row.update(values)
+    return row
+
+
+def _not_run(claim: Claim, parts: Iterable[SeedValues]) -> dict[str, Any] | None:
+    parts = list(parts)
+    missing = [m for sv in parts for m in sv.missing]
+    if not missing:
+        return None
+    excluded = sum(sv.excluded for sv in parts)
+    return _row(claim, n_excluded=excluded, detail="no run: " + "; ".join(dict.fromkeys(missing)))
+
+
+def _excluded_note(excluded: int) -> str:
+    return f"{excluded} run(s) not completed (diverged/failed) left out" if excluded else ""
+
+
+def _join(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+def judge_difference(claim: Difference, a: SeedValues, b: SeedValues) -> dict[str, Any]:
+    if (row := _not_run(claim, (a, b))) is not None:
+        return row
+    excluded = a.excluded + b.excluded
+    est = stats.paired(a.values, b.values)
+    if claim.expected == 0:
+        within, outside = stats.equivalence(est, claim.margin)
+        p_value = min(within, outside) if not math.isnan(within) else math.nan
+        word = (
+            "inconclusive"
+            if math.isnan(p_value) or p_value >= ALPHA
+            else ("reproduced" if within < outside else "contradicted")
+        )
+        test = f"{est.method}, TOST within ±{claim.margin:g}"
+    else:
+        p_value = est.p_two_sided
+        word = _word(p_value, 1 if est.effect > 0 else -1, claim.expected)
+        test = est.method
+    return _row(
+        claim,
+        effect=est.effect,
+        ci_low=est.low,
+        ci_high=est.high,
+        n=est.n,
+        verdict_unadjusted=word,
+        p_value=p_value,
+        method=test,
+        n_excluded=excluded,
+        detail=_excluded_note(excluded),
+    )
+
+
+def judge_best(claim: Best, target: SeedValues, others: Sequence[tuple[Cells, SeedValues]]) -> dict[str, Any]:
+    """Intersection–union test for `reproduced`; Bonferroni over the k comparisons for `contradicted`.
+    The effect and interval shown are those of the closest competitor (the smallest mean margin)."""
+    if (row := _not_run(claim, [target, *(sv for _, sv in others)])) is not None:
+        return row
+    excluded = target.excluded + sum(sv.excluded for _, sv in others)
+    # Orient every comparison so that > 0 favours the claim (higher is better, unless the metric is a cost;
+    # `lowest` turns it round once more).
+    sign = (1.0 if claim.metric.higher_is_better else -1.0) * (-1.0 if claim.lowest else 1.0)
+    oriented = {s: sign * v for s, v in target.values.items()}
+    comparisons = [
+        (cells, stats.paired(oriented, {s: sign * v for s, v in sv.values.items()})) for cells, sv in others
+    ]
+    k = len(comparisons)
+    closest_cells, closest = min(
+        comparisons, key=lambda c: c[1].effect if not math.isnan(c[1].effect) else math.inf
+    )
+    p_all = [2 * e.p_greater for _, e in comparisons]  # each on the two-sided scale
+    p_any = [2 * e.p_less for _, e in comparisons]
+    if any(math.isnan(p) for p in p_all):
+        p_value, word = math.nan, "inconclusive"
+    else:
+        p_reproduced = min(1.0, max(p_all))  # IUT: the largest p decides
+        p_contradicted = min(1.0, k * min(p_any))  # Bonferroni: some other is better
+        if p_reproduced < ALPHA:
+            p_value, word = p_reproduced, "reproduced"
+        elif p_contradicted < ALPHA:
+            p_value, word = p_contradicted, "contradicted"
+        else:
+            p_value, word = min(p_reproduced, p_contradicted), "inconclusive"
+    better = [c.label() for c, e in comparisons if e.effect < 0]
+    return _row(
+        claim,
+        effect=sign * closest.effect,
+        ci_low=min(sign * closest.low, sign * closest.high),
+        ci_high=max(sign * closest.low, sign * closest.high),
+        n=min(e.n for _, e in comparisons),
+        verdict_unadjusted=word,
+        p_value=p_value,
+        method=f"{closest.method} per pair, intersection–union over {k} (Bonferroni ×{k} for contradicted)",
+        n_excluded=excluded,
+        detail=_join(
+            f"closest: {closest_cells.label()}",
+            f"{'below' if claim.lowest else 'better than'} the target on average: {', '.join(better)}"
+            if better
+            else "",
+            _excluded_note(excluded),
+        ),
+    )
+
+
+def judge_pair_order(claim: PairOrder, values: Sequence[tuple[Cell, SeedValues]]) -> dict[str, Any]:
+    if (row := _not_run(claim, [sv for _, sv in values])) is not None:
+        return row
+    excluded = sum(sv.excluded for _, sv in values)
+    sign = 1.0 if claim.metric.higher_is_better else -1.0
+    pairs = [(values[i], values[j]) for i in range(len(values)) for j in range(i + 1, len(values))]
+    tests = [
+        stats.paired({s: sign * v for s, v in a.values.items()}, {s: sign * v for s, v in b.values.items()})
+        for (_, a), (_, b) in pairs
+    ]
+    if any(math.isnan(t.p_two_sided) for t in tests):
+        return _row(
+            claim,
+            n=min(t.n for t in tests),
+            verdict_unadjusted="inconclusive",
+            method="paired t per pair, Holm over the pairs",
+            n_excluded=excluded,
+            detail=_join("fewer than 2 usable seeds in some cell", _excluded_note(excluded)),
+        )
+    adjusted = stats.holm([t.p_two_sided for t in tests])
+    in_order = [p < ALPHA and t.effect > 0 for t, p in zip(tests, adjusted, strict=True)]
+    reversed_ = [
+        f"{b.label()} > {a.label()}"
+        for ((a, _), (b, _)), t, p in zip(pairs, tests, adjusted, strict=True)
+        if p < ALPHA and t.effect < 0
+    ]
+    m = len(pairs)
+    if reversed_:
+        word = "contradicted"
+        p_value = min(p for t, p in zip(tests, adjusted, strict=True) if t.effect < 0 and p < ALPHA)
+    elif all(in_order):
+        word, p_value = "reproduced", max(adjusted)
+    else:
+        word, p_value = "inconclusive", min(adjusted)
+    return _row(
+        claim,
+        effect=(sum(in_order) - len(reversed_)) / m,
+        n=min(t.n for t in tests),
+        unit=f"(in order − reversed) / {m} pairs",
+        verdict_unadjusted=word,
+        p_value=p_value,
+        method=f"paired t per pair, Holm over the {m} pairs",
+        n_excluded=excluded,
+        detail=_join(
+            f"{sum(in_order)} of {m} pairs significantly in the paper's order, {len(reversed_)} reversed"
+            + (f" ({', '.join(reversed_)})" if reversed_ else ""),
+            _excluded_note(excluded),
+        ),
+    )
+
+
+def judge(claim: Claim, index: RunIndex) -> dict[str, Any]:
+    """One claims-table row (before the family adjustment) for `claim` on the runs in `index`."""
+    if isinstance(claim, Difference):
+        return judge_difference(
+            claim, seed_values(index, claim.a, claim.metric), seed_values(index, claim.b, claim.metric)
+        )
+    if isinstance(claim, Best):
+        others = [(c, seed_values(index, c, claim.metric)) for c in claim.others]
+        return judge_best(claim, seed_values(index, claim.target, claim.metric), others)
+    if isinstance(claim, PairOrder):
+        return judge_pair_order(claim, [(c, seed_values(index, c, claim.metric)) for c in claim.cells])
+    raise TypeError(f"not a claim: {claim!r}")
+
+
+# ----------------------------------------------------------------------------------------------------
+# PhysQK-AD's language model
+# ----------------------------------------------------------------------------------------------------
+def _threshold_row(
+    claim_id: str,
+    claim: str,
+    paper_effect: float,
+    expected: int,
+    values: Mapping[int, float],
+    threshold: float,
+    missing: str,
+    margin: float = 0.0,
+) -> dict[str, Any]:
+    """A per-seed quantity against a published threshold: one-sample t (TOST when expected is 0)."""
+    row: dict[str, Any] = {
+        "claim_id": claim_id,
+        "claim": claim,
+        "source": "PhysQK-AD abstract",
+        "family": "lm",
+        "kind": "threshold",
+        "unit": "per-layer value",
+        "paper_effect": paper_effect,
+        "effect": math.nan,
+        "ci_low": math.nan,
+        "ci_high": math.nan,
+        "n": 0,
+        "verdict_unadjusted": "not run",
+        "p_value": math.nan,
+        "method": "",
+        "n_excluded": 0,
+        "detail": missing,
+    }
+    if missing:
+        return row
+    ref = dict.fromkeys(values, threshold)
+    est = stats.paired(dict(values), ref)
+    if expected == 0:
+        within, outside = stats.equivalence(est, margin)
+        p_value = min(within, outside) if not math.isnan(within) else math.nan
+        word = (
+            "inconclusive"
+            if math.isnan(p_value) or p_value >= ALPHA
+            else ("reproduced" if within < outside else "contradicted")
+        )
+    else:
+        p_value = est.p_two_sided
+        word = _word(p_value, 1 if est.effect > 0 else -1, expected)
+    return row | {
+        "effect": est.effect,
+        "ci_low": est.low,
+        "ci_high": est.high,
+        "n": est.n,
+        "verdict_unadjusted": word,
+        "p_value": p_value,
+        "method": "t" if expected else f"t, TOST within ±{margin:g}",
+        "detail": f"value − {threshold:g} per seed",
+    }
+
+
+def final_layers(dynamics: pd.DataFrame) -> pd.DataFrame:
+    """α, η, eff_Pe per run and layer at the last logged step."""
+    if dynamics is None or dynamics.empty:
+        return dynamics
+    keys = ["task", "variant", "scale", "setting", "seed"]
+    last = dynamics.groupby(keys)["step"].transform("max")
+    return dynamics[dynamics["step"] == last].reset_index(drop=True)
+
+
+def lm_claims(lm_runs: pd.DataFrame | None, dynamics: pd.DataFrame | None) -> list[dict[str, Any]]:
+    """PhysQK-AD's claims for every (corpus, scale) with LM runs (ids get the corpus and scale when there
+    are several)."""
+    if lm_runs is None or lm_runs.empty:
+        return []
+    groups = list(lm_runs.groupby(["task", "scale"]).groups)
+    index = RunIndex(lm_runs)
+    rows: list[dict[str, Any]] = []
+    for task, scale in groups:
+        suffix = f"_{task}_{scale}" if len(groups) > 1 else ""
+        loss = Metric(
+            column="test_loss_nats", tasks=(task,), higher_is_better=False, unit="nats/token (test loss)"
+        )
+        ad, mha = Cell("physqk_ad", scale), Cell("mha", scale)
+        claims: list[Claim] = [
+            Difference(
+                "lm_physqk_ad_vs_mha" + suffix,
+                "PhysQK-AD beats MHA (ΔEval −0.065 nats)",
+                "PhysQK-AD abstract",
+                "lm",
+                ad,
+                mha,
+                paper.PHYSQK_AD_DELTA["physqk_ad"],
+                metric=loss,
+                direction=-1,
+            ),
+            Difference(
+                "lm_physqk_vs_mha" + suffix,
+                "pure-diffusion PhysQK loses to MHA (ΔEval +0.007 nats)",
+                "PhysQK-AD abstract",
+                "lm",
+                Cell("physqk", scale),
+                mha,
+                paper.PHYSQK_AD_DELTA["physqk"],
+                metric=loss,
+                direction=+1,
+            ),
+        ]
+        allocations = sorted(set(lm_runs[lm_runs["variant"] == "physqk_ad"]["setting"]) - {BASE_SETTING})
+        claims += [
+            Difference(
+                f"lm_allocation_{setting}{suffix}",
+                f"allocation '{setting}' beats joint per-layer α (by 0.43–0.51 nats)",
+                "PhysQK-AD abstract",
+                "lm",
+                Cell("physqk_ad", scale, setting),
+                ad,
+                -sum(paper.PHYSQK_AD_ABLATION_GAIN) / 2,
+                metric=loss,
+                direction=-1,
+            )
+            for setting in allocations
+        ]
+        rows += [judge(c, index) for c in claims]
+        rows += _layer_claims(dynamics, task, scale, suffix)
+    return rows
+
+
+def _layer_claims(dynamics: pd.DataFrame | None, task: str, scale: str, suffix: str) -> list[dict[str, Any]]:
+    final = final_layers(dynamics) if dynamics is not None else None
+    per_layer: dict[int, dict[int, float]] = {}
+    pe: dict[int, dict[int, float]] = {}
+    if final is not None and len(final):
+        own = final[
+            (final["task"] == task)
+            & (final["scale"] == scale)
+            & (final["variant"] == "physqk_ad")
+            & (final["setting"] == BASE_SETTING)
+        ]
+        for layer, g in own.groupby("layer"):
+            seeds = g["seed"].astype(int)
+            per_layer[int(layer)] = dict(zip(seeds, g["alpha"].astype(float), strict=True))
+            pe[int(layer)] = dict(zip(seeds, g["eff_pe"].astype(float), strict=True))
+    c, closed_layers = paper.PHYSQK_AD_CONVECTIVE_LAYER, paper.PHYSQK_AD_CLOSED_LAYERS
+    closed = [k for k in closed_layers if k in per_layer]
+    needed = f"needs layers L{c}–L{max(closed_layers)} of a joint-α PhysQK-AD run"
+    missing = "" if c in per_layer and len(closed) == len(closed_layers) else needed
+    seeds = [] if missing else sorted(set.intersection(*(set(v) for v in per_layer.values())))
+    others = {s: max(v[s] for k, v in per_layer.items() if k != c) for s in seeds}
+    return [
+        _threshold_row(
+            "lm_l1_most_convective" + suffix,
+            "convection concentrates in L1 (α_L1 − max other α > 0)",
+            paper.PHYSQK_AD_L1_ALPHA - paper.PHYSQK_AD_CLOSED_ALPHA,
+            +1,
+            {s: per_layer[c][s] - others[s] for s in seeds},
+            0.0,
+            missing,
+        ),
+        _threshold_row(
+            "lm_l1_alpha" + suffix,
+            f"L1 α ≈ {paper.PHYSQK_AD_L1_ALPHA} (within ±{L1_ALPHA_MARGIN})",
+            0.0,
+            0,
+            {s: per_layer[c][s] for s in seeds},
+            paper.PHYSQK_AD_L1_ALPHA,
+            missing,
+            margin=L1_ALPHA_MARGIN,
+        ),
+        _threshold_row(
+            "lm_closed_layers" + suffix,
+            f"L2/L3 close: α < {paper.PHYSQK_AD_CLOSED_ALPHA}",
+            math.nan,
+            -1,
+            {s: max(per_layer[k][s] for k in closed) for s in seeds},
+            paper.PHYSQK_AD_CLOSED_ALPHA,
+            missing,
+        ),
+        _threshold_row(
+            "lm_l1_pe_above_1" + suffix,
+            f"L1 eff_Pe crosses 1 ({paper.PHYSQK_AD_L1_PE})",
+            paper.PHYSQK_AD_L1_PE - 1.0,
+            +1,
+            {s: pe[c][s] for s in seeds},
+            1.0,
+            missing,
+        ),
+    ]
+
+
+# ----------------------------------------------------------------------------------------------------
+# The claims table: every claim, adjusted within its family
+# ----------------------------------------------------------------------------------------------------
+def adjust(rows: pd.DataFrame) -> pd.DataFrame:
+    """Holm within each family (primary claims stay at the nominal level): sets `p_adjusted`, `adjustment`,
+    `verdict`; adds `size` and `paper_in_ci`; orders the columns as `CLAIM_COLUMNS`."""
+    frame = rows.copy()
+    frame["p_adjusted"] = frame["p_value"].astype(float)
+    frame["adjustment"] = "none (primary claim)"
+    for family, group in frame.groupby("family", sort=False):
+        if family == "primary":
+            continue
+        frame.loc[group.index, "p_adjusted"] = stats.holm(group["p_value"].astype(float).tolist())
+        frame.loc[group.index, "adjustment"] = f"Holm within '{family}' ({len(group)} claims)"
+    decided = frame["verdict_unadjusted"].isin(["reproduced", "contradicted"])
+    keep = decided & (frame["p_adjusted"] < ALPHA)
+    frame["verdict"] = frame["verdict_unadjusted"].where(~decided | keep, "inconclusive")
+    frame["size"] = [
+        size_word(p, lo, hi)
+        for p, lo, hi in zip(frame["paper_effect"], frame["ci_low"], frame["ci_high"], strict=True)
+    ]
+    frame["paper_in_ci"] = [
+        None if _isnan(p) or _isnan(lo) or _isnan(hi) else bool(lo <= p <= hi)
+        for p, lo, hi in zip(frame["paper_effect"], frame["ci_low"], frame["ci_high"], strict=True)
+    ]
+    return frame[list(CLAIM_COLUMNS)].reset_index(drop=True)
+
+
+def evaluate(
+    runs: pd.DataFrame,
+    *,
+    lm_runs: pd.DataFrame | None = None,
+    lm_dynamics: pd.DataFrame | None = None,
+    extra_rows: Sequence[Mapping[str, Any]] = (),
+    claims: Sequence[Claim] | None = None,
+) -> pd.DataFrame:
+    """The claims table: `claims` (default `all_claims()`) on `runs`, PhysQK-AD's on the LM tables and any
+    `extra_rows` already judged elsewhere (the diagnostics' mechanism claims), adjusted by family."""
+    import pandas as pd
+
+    index = RunIndex(runs)
+    rows = [judge(c, index) for c in (all_claims() if claims is None else claims)]
+    rows += lm_claims(lm_runs, lm_dynamics)
+    rows += [dict(r) for r in extra_rows]
+    frame = pd.DataFrame(rows)
+    for column in CLAIM_COLUMNS:
+        if column not in frame.columns:
+            frame[column] = math.nan if column in ("p_value", "effect", "ci_low", "ci_high") else ""
+    return adjust(frame)
+
+
+def headline(claims: pd.DataFrame) -> pd.DataFrame:
+    """The rows a reader sees first: all but the per-cell Table 11 signs, related systems and diagnostics."""
+    return claims[~claims["family"].isin(["table11", "cta", "lm", "diagnostics"])]
