@@ -21,13 +21,14 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdelra.atomic import write_text_atomic
 from pdelra.errors import UserError
+from pdelra.results.build import DERIVED_TABLES, OPTIONAL_INPUTS, derived_tables, read_table
+from pdelra.results.tables import run_tables
 from pdelra.runs import BASE_SETTING, RUN_KEYS, RunPathError, find_run_files, parse_run_dir
 
 if TYPE_CHECKING:
@@ -65,8 +66,11 @@ RUN_COLUMNS = (
 )
 
 
-# The tables `aggregate` writes (as NAME.csv), all of which the report reads.
-AGGREGATE_TABLES = ("runs", "main", "multiscale", "cost", "alpha", "settings")
+# The tables `aggregate` writes (as NAME.csv), all of which the report reads: the run tables, then what
+# pdelra.results.build derives from them (the paper comparisons, the related systems', the diagnostics'
+# summaries and the claims).
+RUN_TABLES = ("runs", "main", "multiscale", "cost", "alpha", "settings")
+AGGREGATE_TABLES = (*RUN_TABLES, *DERIVED_TABLES)
 
 
 class MetricsError(UserError, ValueError):
@@ -184,139 +188,6 @@ def find_metrics(runs_dir: Path) -> list[Path]:
 
 
 # ----------------------------------------------------------------------------------------------------
-# Summaries
-# ----------------------------------------------------------------------------------------------------
-def _completed(runs: pd.DataFrame) -> pd.DataFrame:
-    return runs[(runs["status"] == COMPLETED) & runs["test_accuracy"].notna()]
-
-
-def _mean_std(runs: pd.DataFrame, by: list[str]) -> pd.DataFrame:
-    """n, mean, std (sample std; empty for one run) of test accuracy per group, plus n_runs (any status)."""
-    done = _completed(runs)
-    stats = done.groupby(by, sort=True)["test_accuracy"].agg(n="count", mean="mean", std="std")
-    total = runs.groupby(by, sort=True).size().rename("n_runs")
-    return stats.join(total, how="right").fillna({"n": 0}).astype({"n": int}).reset_index()
-
-
-def main_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per task × variant at h1, and per variant the `average` over tasks (only when every task has a result).
-
-    The average's std is the std over seeds of the per-seed cross-task average, using seeds complete on
-    all tasks (the spread of Fig. 3); when no seed is complete it is left empty.
-    """
-    import pandas as pd
-
-    h1 = runs[(runs["scale"] == MAIN_SCALE) & (runs["setting"] == BASE_SETTING)]
-    per_task = _mean_std(h1, ["variant", "task"])
-    tasks = sorted(h1["task"].unique())
-    averages = []
-    for variant, group in per_task.groupby("variant", sort=True):
-        if len(tasks) < 2 or group["mean"].isna().any() or set(group["task"]) != set(tasks):
-            continue
-        done = _completed(h1[h1["variant"] == variant]).pivot_table(
-            index="seed", columns="task", values="test_accuracy"
-        )
-        per_seed = done.dropna().mean(axis=1) if set(done.columns) == set(tasks) else pd.Series(dtype=float)
-        averages.append(
-            {
-                "variant": variant,
-                "task": "average",
-                "n": len(per_seed),
-                "mean": group["mean"].mean(),
-                "std": per_seed.std() if len(per_seed) > 1 else math.nan,
-                "n_runs": int(group["n_runs"].sum()),
-            }
-        )
-    table = pd.concat([per_task, pd.DataFrame(averages, columns=per_task.columns)], ignore_index=True)
-    table.insert(2, "scale", MAIN_SCALE)
-    table.insert(3, "setting", BASE_SETTING)
-    return table
-
-
-def settings_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Test accuracy per task × variant × scale × setting: every configuration of every grid."""
-    return _mean_std(runs, ["task", "variant", "scale", "setting"])
-
-
-def multiscale_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Each (task, variant) run at several scales, with gains over the baseline and the best single scale."""
-    import pandas as pd
-
-    stats = _mean_std(runs, ["task", "variant", "scale", "setting"])
-    scale_counts = stats[stats["n"] > 0].groupby(["task", "variant", "setting"])["scale"].nunique()
-    swept = scale_counts[scale_counts > 1].index
-    columns = [
-        *stats.columns,
-        "baseline_mean",
-        "gain_over_baseline",
-        "best_single_scale",
-        "best_single_mean",
-        "multi_gain",
-    ]
-    rows = []
-    for task, variant, setting in swept:
-        group = stats[
-            (stats["task"] == task) & (stats["variant"] == variant) & (stats["setting"] == setting)
-        ].copy()
-        base = stats[
-            (stats["task"] == task)
-            & (stats["variant"] == BASELINE)
-            & (stats["scale"] == MAIN_SCALE)
-            & (stats["setting"] == BASE_SETTING)
-        ]
-        baseline = base["mean"].iloc[0] if len(base) else math.nan
-        single = group[(group["scale"] != MULTI_SCALE) & group["mean"].notna()]
-        best = single.loc[single["mean"].idxmax()] if len(single) else None
-        group["baseline_mean"] = baseline
-        group["gain_over_baseline"] = group["mean"] - baseline
-        group["best_single_scale"] = None if best is None else best["scale"]
-        group["best_single_mean"] = math.nan if best is None else best["mean"]
-        group["multi_gain"] = [
-            m - group["best_single_mean"].iloc[0] if s == MULTI_SCALE else math.nan
-            for s, m in zip(group["scale"], group["mean"], strict=True)
-        ]
-        rows.append(group)
-    if not rows:
-        return pd.DataFrame(columns=columns)
-    scale_order = {"h1": 0, "h2": 1, "h4": 2, "multi": 3}
-    table = pd.concat(rows, ignore_index=True)
-    table = table.sort_values(
-        ["task", "variant", "setting", "scale"], key=lambda c: c.map(scale_order) if c.name == "scale" else c
-    )
-    return table[columns].reset_index(drop=True)
-
-
-def cost_table(runs: pd.DataFrame) -> pd.DataFrame:
-    """Median step time and peak memory per configuration, and their overhead (%) over the task's `none`.
-
-    The step time is each run's median optimizer step (compile, evaluation and early stopping excluded),
-    averaged over seeds: Table 14 compares training cost per step, not runs of different lengths.
-    """
-    done = runs[runs["status"] == COMPLETED]
-    by = ["task", "variant", "scale", "setting"]
-    table = (
-        done.groupby(by, sort=True)
-        .agg(
-            n=("seed", "count"),
-            median_step_time_s=("median_step_time_s", "mean"),
-            peak_memory_mb=("peak_memory_mb", "mean"),
-            wall_time_s=("wall_time_s", "mean"),
-        )
-        .reset_index()
-    )
-    base = table[
-        (table["variant"] == BASELINE) & (table["scale"] == MAIN_SCALE) & (table["setting"] == BASE_SETTING)
-    ].set_index("task")
-    for column, name in (
-        ("median_step_time_s", "time_overhead_pct"),
-        ("peak_memory_mb", "memory_overhead_pct"),
-    ):
-        reference = table["task"].map(base[column]) if len(base) else math.nan
-        table[name] = 100.0 * (table[column] / reference - 1.0)
-    return table
-
-
-# ----------------------------------------------------------------------------------------------------
 # Writing
 # ----------------------------------------------------------------------------------------------------
 
@@ -325,8 +196,11 @@ def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
     write_text_atomic(path, frame.to_csv(index=False, float_format="%.6g"))
 
 
-def aggregate(metrics_files: Iterable[Path], out: Path) -> dict[str, pd.DataFrame]:
-    """Build every table from the given metrics files and write them into `out`; returns them by name."""
+def aggregate(
+    metrics_files: Iterable[Path], out: Path, extra_inputs: Mapping[str, Path] | None = None
+) -> dict[str, pd.DataFrame]:
+    """Build every table from the given metrics files (and the optional `extra_inputs` by name:
+    `lm_runs`, `lm_dynamics`, `diagnostics` CSVs) and write them into `out`; returns them by name."""
     import pandas as pd
 
     files = sorted({Path(p) for p in metrics_files})
@@ -347,17 +221,15 @@ def aggregate(metrics_files: Iterable[Path], out: Path) -> dict[str, pd.DataFram
     ):
         runs[column] = pd.to_numeric(runs[column], errors="coerce")
     alpha_rows = [row for _, alpha in parsed for row in alpha]
-    tables = {
-        "runs": runs,
-        "main": main_table(runs),
-        "multiscale": multiscale_table(runs),
-        "cost": cost_table(runs),
-        "alpha": pd.DataFrame(alpha_rows, columns=[*RUN_KEYS, "layer", "mean", "min", "max"]),
-        "settings": settings_table(runs),
-    }
-    assert tuple(tables) == AGGREGATE_TABLES
-    for name, table in tables.items():
-        write_csv_atomic(table, Path(out) / f"{name}.csv")
+    tables = {"runs": runs, **run_tables(runs, alpha_rows)}
+    inputs = {**tables, **{name: read_table(Path(path)) for name, path in (extra_inputs or {}).items()}}
+    tables |= derived_tables(inputs)
+    if set(tables) != set(AGGREGATE_TABLES):
+        raise AssertionError(
+            f"tables {sorted(tables)} differ from AGGREGATE_TABLES {sorted(AGGREGATE_TABLES)}"
+        )
+    for name in AGGREGATE_TABLES:
+        write_csv_atomic(tables[name], Path(out) / f"{name}.csv")
     not_done = runs[runs["status"] != COMPLETED]
     log.info(
         "aggregated %d runs (%d not completed: %s) into %s",
@@ -383,7 +255,8 @@ def _run(args: argparse.Namespace) -> int:
     if not files:
         log.error("give metrics.json files and/or --runs DIR")
         return 2
-    aggregate(files, args.out)
+    extra = {name: path for name in OPTIONAL_INPUTS if (path := getattr(args, name)) is not None}
+    aggregate(files, args.out, extra)
     return 0
 
 
@@ -408,4 +281,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--out", type=Path, required=True, help="folder for the CSV tables (created if missing)"
     )
+    for name in OPTIONAL_INPUTS:
+        parser.add_argument(
+            f"--{name.replace('_', '-')}",
+            dest=name,
+            type=Path,
+            metavar="CSV",
+            help=f"{name}.csv to include in the derived tables and claims (absent or empty: that part is not run)",
+        )
     parser.set_defaults(func=_run)

@@ -20,6 +20,7 @@ SUBCOMMAND_MODULES = (
     "pdelra.data.cli",  # generate, fetch, extract, preprocess
     "pdelra.training.cli",  # train
     "pdelra.aggregate",  # aggregate
+    "pdelra.results.cli",  # claims --tables DIR (claims.csv from aggregated tables)
     "pdelra.diagnose",  # diagnose run | table
     "pdelra.report",  # report
     "pdelra.versioning",  # version

@@ -1,0 +1,91 @@
+"""Every derived table from the aggregated inputs, in one call: what `pdelra aggregate` writes beside the
+run tables, and what `pdelra claims` recomputes from a tables folder.
+
+Inputs are the tables of one experiment, by name (`runs`, `cost`, … from `pdelra aggregate`; `lm_runs`,
+`lm_dynamics` from `pdelra lm aggregate`; `diagnostics` from `pdelra diagnose table`); an absent input is
+an empty frame, and the parts that need it come out empty (their report sections say "not run").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pdelra.results import claims as claims_mod
+from pdelra.results.tables import COMPARISON_TABLES
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Inputs read from a tables folder when present (beside the run tables).
+OPTIONAL_INPUTS = ("lm_runs", "lm_dynamics", "diagnostics")
+# What `derived_tables` returns, by name (each written as NAME.csv): a fixed list, so the workflow can
+# declare every file.
+RELATED_TABLES = ("lm_eval_loss", "lm_alpha_ablation", "lm_layers", "cta_type_steps", "cta_cost")
+DIAGNOSTICS_TABLES = ("diagnostics_per_position", "diagnostics_bound", "diagnostics_mechanism")
+DERIVED_TABLES = (*COMPARISON_TABLES, *RELATED_TABLES, *DIAGNOSTICS_TABLES, "claims")
+
+
+def read_table(path: Path) -> pd.DataFrame:
+    """A CSV table, or an empty frame when the file is absent or empty (a part that did not run)."""
+    import pandas as pd
+
+    if not path.is_file() or path.stat().st_size == 0:
+        return pd.DataFrame()
+    try:
+        return pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        return pd.DataFrame()
+
+
+def claims_table(inputs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
+    """claims.csv: every claim of the paper and the related systems, plus the diagnostics' mechanism
+    claims, adjusted within each family (`pdelra.results.claims`)."""
+    import pandas as pd
+
+    from pdelra.results import diagnostics
+
+    runs = inputs.get("runs", pd.DataFrame())
+    diag = inputs.get("diagnostics", pd.DataFrame())
+    mechanism = diagnostics.mechanism_claims(diag, runs)
+    return claims_mod.evaluate(
+        runs,
+        lm_runs=inputs.get("lm_runs"),
+        lm_dynamics=inputs.get("lm_dynamics"),
+        extra_rows=mechanism.to_dict("records"),
+    )
+
+
+def derived_tables(inputs: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Every table computed from the inputs: the paper comparisons, the related systems', the diagnostics'
+    summaries and the claims, by name (each is written as NAME.csv)."""
+    import pandas as pd
+
+    from pdelra.results import diagnostics, related, tables
+
+    empty = pd.DataFrame()
+    runs = inputs.get("runs", empty)
+    out: dict[str, pd.DataFrame] = {}
+    out |= tables.summarise(inputs)
+    out |= related.summarise(
+        inputs.get("lm_runs", empty), inputs.get("lm_dynamics", empty), runs, inputs.get("cost", empty)
+    )
+    out |= diagnostics.summarise(inputs.get("diagnostics", empty), runs)
+    out["claims"] = claims_table(inputs)
+    if set(out) != set(DERIVED_TABLES):
+        raise AssertionError(f"derived tables {sorted(out)} differ from DERIVED_TABLES")
+    return out
+
+
+def read_inputs(tables_dir: Path, names: tuple[str, ...]) -> dict[str, pd.DataFrame]:
+    """The named tables of a tables folder (absent ones empty)."""
+    return {name: read_table(Path(tables_dir) / f"{name}.csv") for name in names}
+
+
+def claims_from_tables(tables_dir: Path) -> pd.DataFrame:
+    """`pdelra claims`: the claims table recomputed from a tables folder's CSVs (seconds, no notebook)."""
+    runs_csv = Path(tables_dir) / "runs.csv"
+    if not runs_csv.is_file():
+        raise FileNotFoundError(f"{runs_csv}: no runs table; run `pdelra aggregate --out {tables_dir}` first")
+    return claims_table(read_inputs(tables_dir, ("runs", *OPTIONAL_INPUTS)))
