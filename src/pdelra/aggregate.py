@@ -287,6 +287,6 @@ def register(subparsers: Any) -> None:
             dest=name,
             type=Path,
             metavar="CSV",
-            help=f"{name}.csv to include in the derived tables and claims (absent or empty: that part is not run)",
+            help=f"{name}.csv for the derived tables and claims (absent or empty: that part is not run)",
         )
     parser.set_defaults(func=_run)

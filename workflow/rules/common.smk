@@ -11,6 +11,8 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from pdelra import runs as run_layout
+from pdelra.aggregate import AGGREGATE_TABLES
+from pdelra.results.build import OPTIONAL_INPUTS
 from pdelra.config_check import load_schema, schema_problems, yaml_problem
 from pdelra.model import ModelConfig
 
@@ -258,6 +260,13 @@ def write_arg_file(path, items):
     command line longer than Linux allows for one argument (128 KiB, ~1,800 paths)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("".join(f"{item}\n" for item in items))
+
+
+def aggregate_extra_args(inputs):
+    """`--diagnostics F --lm-runs F --lm-dynamics F` for the optional tables `pdelra aggregate` also reads
+    (declared as the rule's inputs, so the claims and summaries rerun when they change)."""
+    named = {Path(p).stem: p for p in [*inputs.diagnostics, *inputs.lm]}
+    return " ".join(f"--{name.replace('_', '-')} {named[name]}" for name in OPTIONAL_INPUTS if name in named)
 
 
 def parent_dir(path):

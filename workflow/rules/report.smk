@@ -2,36 +2,34 @@
 
 
 rule aggregate:
-    """runs.csv (one row per run, failures and divergences included) and the paper-style summary tables."""
+    """Every table of numbers and the claims (pdelra.results): runs.csv (one row per run, failures and
+    divergences included), the paper's tables beside ours, the related systems', the diagnostics' summaries
+    and claims.csv. The report only displays them."""
     localrule: True
     input:
-        all_metrics(),
+        metrics=all_metrics(),
+        diagnostics=rules.diagnostics_table.output,
+        lm=LM_TABLES,  # PhysQK-AD's LM (workflow/rules/lm.smk); none without an `lm` section
     output:
-        runs=f"{RESULTS}/tables/runs.csv",
-        main=f"{RESULTS}/tables/main.csv",
-        multiscale=f"{RESULTS}/tables/multiscale.csv",
-        cost=f"{RESULTS}/tables/cost.csv",
-        alpha=f"{RESULTS}/tables/alpha.csv",
-        settings=f"{RESULTS}/tables/settings.csv",
+        [f"{RESULTS}/tables/{name}.csv" for name in AGGREGATE_TABLES],
     params:
-        out=lambda wildcards, output: parent_dir(output.runs),
+        out=lambda wildcards, output: parent_dir(output[0]),
         inputs=f"{LOGS}/aggregate.inputs",  # the run files, one a line: too many for a command line
+        extra=lambda wildcards, input: aggregate_extra_args(input),
     log:
         f"{LOGS}/aggregate.log",
     conda:
         PDELRA_ENV
     run:
-        write_arg_file(params.inputs, input)
-        shell("pdelra aggregate --out {params.out} @{params.inputs} > {log} 2>&1")
+        write_arg_file(params.inputs, input.metrics)
+        shell("pdelra aggregate --out {params.out} {params.extra} @{params.inputs} > {log} 2>&1")
 
 
 rule report:
     """Execute the report notebook on the tables (kernel `pdelra`) and render it to HTML."""
     localrule: True
     input:
-        tables=rules.aggregate.output,
-        diagnostics=rules.diagnostics_table.output,  # read from the same tables folder
-        lm=LM_TABLES,  # PhysQK-AD's LM (workflow/rules/lm.smk); none without an `lm` section
+        tables=rules.aggregate.output,  # every table the report reads (it computes nothing)
         notebook=REPORT_NOTEBOOK,
     output:
         notebook=f"{RESULTS}/report/report.ipynb",

@@ -1,4 +1,4 @@
-"""`pdelra claims --tables DIR [--out FILE]`: the claims table from aggregated tables, without the notebook."""
+"""`pdelra claims --tables DIR [--out FILE]`: the claims table from aggregated tables, without a notebook."""
 
 from __future__ import annotations
 
