@@ -63,5 +63,5 @@ def test_cli_writes_data_csv_and_names_a_bad_manifest(tmp_path: Path, capsys: py
     assert main(["data-summary", "--spec", json.dumps(spec), "--out", str(out)]) == 0
     assert pd.read_csv(out)["task"].tolist() == ["listops"]
     spec["listops"]["manifest"] = str(tmp_path / "missing" / "manifest.json")
-    with pytest.raises(DataSummaryError, match="missing/manifest.json"):
+    with pytest.raises(DataSummaryError, match=r"missing/manifest\.json"):
         summarise(spec)
