@@ -63,7 +63,9 @@ def test_lm_eval_loss_pairs_each_condition_with_mha_by_seed() -> None:
     assert row["delta_method"] == "paired t" and row["paper_delta_nats"] == paper.PHYSQK_AD_DELTA["physqk_ad"]
     mha = table.set_index("variant").loc["mha"]
     assert mha["loss_nats"] == pytest.approx(2.1) and mha["n"] == 3 and mha["max_epochs_run"] == 20
-    assert (mha["loss_nats_ci_low"], mha["loss_nats_ci_high"]) == pytest.approx((2.1 - _half(0.1), 2.1 + _half(0.1)))
+    assert (mha["loss_nats_ci_low"], mha["loss_nats_ci_high"]) == pytest.approx(
+        (2.1 - _half(0.1), 2.1 + _half(0.1))
+    )
     assert mha["bits_per_byte"] == pytest.approx(2.1 / math.log(2))
     assert math.isnan(mha["delta_vs_mha_nats"]) and mha["corpus"] == "text"
 
@@ -196,7 +198,7 @@ def test_cta_difference_is_welch_without_shared_seeds() -> None:
 def test_the_default_steps_are_the_models() -> None:
     from pdelra.model import ModelConfig
 
-    assert related.DEFAULT_CTA_STEPS == ModelConfig.cta_steps
+    assert ModelConfig.cta_steps == related.DEFAULT_CTA_STEPS
     assert related.pseudo_time_steps("steps2") == 2 and math.isnan(related.pseudo_time_steps("wide"))
 
 

@@ -322,9 +322,7 @@ def _cta_tasks(table: pd.DataFrame) -> set[str]:
 
 
 def _is_baseline(table: pd.DataFrame) -> pd.Series:
-    return (
-        (table["variant"] == BASELINE) & (table["scale"] == BASELINE_SCALE) & (table["setting"] == BASE)
-    )
+    return (table["variant"] == BASELINE) & (table["scale"] == BASELINE_SCALE) & (table["setting"] == BASE)
 
 
 def _cta_order(table: pd.DataFrame) -> pd.DataFrame:
