@@ -48,7 +48,7 @@ def _number(value: Any, fmt: str) -> str:
 
 
 def with_ci(value: Any, low: Any, high: Any, fmt: str) -> str:
-    """ "x [lo, hi]", "x" without an interval (n < 2), "—" without a value."""
+    """A value with its interval as "x [lo, hi]"; "x" without an interval (n < 2), "—" without a value."""
     if is_missing(value):
         return MISSING
     text = fmt.format(float(value)).replace("-", "−")
@@ -124,7 +124,7 @@ def lm_eval_display(table: pd.DataFrame) -> pd.DataFrame:
         lambda r: {
             "Corpus": _corpus(r["task"]),
             "Width": _width(r["scale"]),
-            "Epochs run": _number(r["max_epochs_run"], "{:.0f}"),
+            "Epochs run (max)": _number(r["max_epochs_run"], "{:.0f}"),
             "Seeds": _seeds(r["n"], r["n_runs"]),
             "Δ method": r["delta_method"] if isinstance(r["delta_method"], str) else "",
             "Condition": _label(r["variant"]),
@@ -401,7 +401,7 @@ def render_lm(tables_dir: Path, out_dir: Path) -> None:
         "counts end-of-document tokens as predicted but not as bytes. The seed: d = 256, 4 layers, 20 "
         "epochs, 128-byte windows, 3 seeds."
     )
-    lm_context = ("Corpus", "Width", "Epochs run", "Seeds", "Δ method", "Final step")
+    lm_context = ("Corpus", "Width", "Epochs run (max)", "Seeds", "Δ method", "Final step")
     _show(
         lm_eval_display(eval_loss),
         lm_context,
