@@ -419,7 +419,7 @@ def render_lm(tables_dir: Path, out_dir: Path) -> None:
             out_dir,
             "lm_alpha_ablation",
             "PhysQK-AD's α allocations: test loss and Δ vs joint per-layer α (the seed: simpler "
-            "allocations win by 0.43–0.51 nats)",
+            "allocations win by {:g}–{:g} nats)".format(*paper.PHYSQK_AD_ABLATION_GAIN),
         )
     layers = _read(tables_dir, "lm_layers")
     if layers is None:
