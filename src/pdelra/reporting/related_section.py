@@ -28,7 +28,7 @@ BASE = "base"
 BASELINE = "none"
 CI = "[95 % CI]"
 # pdelra.paper has no label for the fourth CTA type yet.
-LABELS = paper.VARIANT_LABELS | {"mha": "MHA", "cta_advection_diffusion": "CTA advection-diffusion"}
+LABELS = paper.VARIANT_LABELS
 ALLOCATION_LABELS = {
     BASE: "joint per-layer α (the method)",
     "shared": "one shared α",
