@@ -1,4 +1,4 @@
-"""`pdelra aggregate` writes the claims beside every table; `pdelra claims --tables` recomputes the same claims."""
+"""`pdelra aggregate` writes the claims beside every table; `pdelra claims --tables` recomputes them."""
 
 from __future__ import annotations
 
@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_aggregate import write_metrics
 
 from pdelra.aggregate import AGGREGATE_TABLES, aggregate
 from pdelra.cli import main
 from pdelra.results.claims import CLAIM_COLUMNS
-from test_aggregate import write_metrics
 
 
 @pytest.fixture
