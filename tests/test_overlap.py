@@ -8,7 +8,7 @@ import matplotlib
 import numpy as np
 import pytest
 
-from pdelra.reporting.overlap import legend_hides_data, text_overlaps
+from pdelra.reporting.overlap import figure_problems, legend_hides_data, text_overlaps
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt
@@ -82,3 +82,17 @@ def test_a_legend_over_points_is_reported_and_moved_away_it_is_not() -> None:
     assert legend_hides_data(fig) == ["legend of axes 1 covers line 'mean' in axes 1"]
     ax.legend(loc="upper left")
     assert legend_hides_data(fig) == []
+
+
+def test_figure_problems_lists_both_kinds_from_one_drawing() -> None:
+    fig, (a, b) = plt.subplots(1, 2, figsize=(4, 3))
+    a.set_xlabel("Block index of the first model, counted from the embedding")
+    b.set_xlabel("Block")
+    b.scatter([0.9], [0.9], label="run")
+    b.set(xlim=(0, 1), ylim=(0, 1))
+    b.legend(loc="upper right")
+    assert figure_problems(fig) == [
+        "texts overlap: xlabel of axes 1 'Block index of the first model, counted…' ~ "
+        "xlabel of axes 2 'Block'",
+        "legend of axes 2 covers 1 point of scatter 'run' in axes 2",
+    ]

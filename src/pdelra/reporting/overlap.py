@@ -7,6 +7,7 @@
 - `legend_hides_data(fig)`: one line per legend whose box covers data points, lines or bars, e.g.
   "legend of axes 1 covers 3 points of 'after_embedding' in axes 1". Only artists in data coordinates
   count: reference lines such as `axhline` and shaded bands (`fill_between`) may lie under a legend.
+- `figure_problems(fig)`: both, from one drawing, as lines to print ("texts overlap: A ~ B", legend lines).
 
 Both draw the figure once, at its own dpi, with a renderer that records which texts were really drawn (tick
 labels beyond the axis limits exist but are not drawn), so the answer holds for the saved PNG and PDF too.
@@ -157,7 +158,10 @@ def _penetration(a: np.ndarray, b: np.ndarray) -> float:
 
 def text_overlaps(fig: Figure, tolerance: float = TOLERANCE_PX) -> list[tuple[str, str]]:
     """Every pair of visible, non-empty texts drawn in `fig` that overlap by more than `tolerance` pixels."""
-    renderer = _draw(fig)
+    return _text_overlaps(fig, _draw(fig), tolerance)
+
+
+def _text_overlaps(fig: Figure, renderer: _RecordingRenderer, tolerance: float) -> list[tuple[str, str]]:
     roles = _roles(fig)
     texts = [t for t in renderer.texts.values() if t.get_visible() and t.get_text().strip()]
     shapes = [_corners(t, renderer) for t in texts]
@@ -241,7 +245,10 @@ def _covered(ax: Axes, region: Bbox) -> list[str]:
 
 def legend_hides_data(fig: Figure, tolerance: float = TOLERANCE_PX) -> list[str]:
     """One line per legend (of an axes or the figure) whose box lies over data of any axes in `fig`."""
-    renderer = _draw(fig)
+    return _legend_hides_data(fig, _draw(fig), tolerance)
+
+
+def _legend_hides_data(fig: Figure, renderer: _RecordingRenderer, tolerance: float) -> list[str]:
     legends = [(f"axes {k}", ax.get_legend()) for k, ax in enumerate(fig.axes, 1)]
     legends += [("the figure", legend) for legend in fig.legends]
     found = []
@@ -257,3 +264,10 @@ def legend_hides_data(fig: Figure, tolerance: float = TOLERANCE_PX) -> list[str]
             if covered:
                 found.append(f"legend of {owner} covers {', '.join(covered)} in axes {k}")
     return found
+
+
+def figure_problems(fig: Figure, tolerance: float = TOLERANCE_PX) -> list[str]:
+    """Both checks from one drawing, as lines to show: "texts overlap: A ~ B", then the legend lines."""
+    renderer = _draw(fig)
+    overlaps = [f"texts overlap: {a} ~ {b}" for a, b in _text_overlaps(fig, renderer, tolerance)]
+    return overlaps + _legend_hides_data(fig, renderer, tolerance)
