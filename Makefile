@@ -30,12 +30,15 @@ demo: $(STAMP)
 # missing and possible (apt-get as root); otherwise those tests skip and say why.
 TEX_PACKAGES := texlive-latex-base texlive-latex-recommended
 test-tools:
-	@command -v pdflatex >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null \
-		&& echo "make: installing $(TEX_PACKAGES) for the LaTeX tests" \
-		&& DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null \
-		&& DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-			$(TEX_PACKAGES) >/dev/null; } \
-		|| echo "make: pdflatex is missing and cannot be installed here (needs apt-get as root)"
+	@{ command -v pdflatex && kpsewhich booktabs.sty pdflscape.sty; } >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+			echo "make: pdflatex is missing and cannot be installed here (needs apt-get as root)"; \
+		else \
+			echo "make: installing $(TEX_PACKAGES) for the LaTeX tests"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			log=$$( { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+				$(TEX_PACKAGES); } 2>&1 ) || echo "make: could not install them: $$(tail -n 3 <<< "$$log")"; \
+		fi; }
 
 test: $(STAMP) test-tools
 	$(BIN)/pytest

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+import subprocess
 import warnings
 from pathlib import Path
 
@@ -17,15 +18,21 @@ from tools import ensure_debian_tool
 
 from pdelra.errors import UserError
 from pdelra.reporting.io import save_table, to_latex
-from pdelra.reporting.latex import LatexError, build_pdf, latex_escape, write_paper_tables
+from pdelra.reporting.latex import PACKAGES, LatexError, build_pdf, latex_escape, write_paper_tables
 
 # Every non-ASCII character issue 17 found in the report's tables.
 ISSUE_CHARACTERS = "τρη≤²±−—ΣαβΔ‖×…→ω½é–↔§"
 
 
+def latex_packages_installed() -> bool:
+    names = [f"{name}.sty" for name in PACKAGES]
+    return subprocess.run(["kpsewhich", *names], capture_output=True).returncode == 0
+
+
 @pytest.fixture(scope="module")
 def pdflatex() -> str:
-    return ensure_debian_tool("pdflatex", "texlive-latex-base", "texlive-latex-recommended", recommends=False)
+    return ensure_debian_tool("pdflatex", "texlive-latex-base", "texlive-latex-recommended",
+                              recommends=False, ready=latex_packages_installed)  # fmt: skip
 
 
 def claims_like(rows: int = 48) -> pd.DataFrame:

@@ -231,7 +231,7 @@ def _unicode_to_latex(ch: str) -> str:
     warnings.warn(
         f"no LaTeX form for {ch!r} ({code} {name}): written as {code}; add it to "
         "pdelra.reporting.latex.UNICODE",
-        stacklevel=4,
+        stacklevel=3,
     )
     return rf"\texttt{{{code}}}"
 
@@ -262,7 +262,7 @@ FIT_MACRO = (
 
 
 def _wrapped_header(name: str, width: int, align: str) -> tuple[str, int]:
-    """A header longer than its column on up to three lines (a nested tabular); returns it and its width."""
+    """A header much longer than its cells on two or three lines (a nested tabular), and its width."""
     if len(name) <= max(width, HEADER_CHARS) or " " not in name.strip():
         return latex_escape(name), len(name)
     lines = textwrap.wrap(name, width=max(width, HEADER_CHARS), break_long_words=False)
@@ -321,7 +321,7 @@ def _chunks(heights: Sequence[int], width: int, landscape: bool) -> list[range]:
 
 
 def _tabular(spec: Sequence[str], heads: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """The booktabs tabular, assembled by pandas' LaTeX writer (cells are already LaTeX)."""
+    """The booktabs tabular, assembled by pandas' LaTeX writer (cells escaped here, headers already LaTeX)."""
     import pandas as pd
 
     frame = pd.DataFrame([[latex_escape(v) for v in row] for row in rows], columns=range(len(heads)))
