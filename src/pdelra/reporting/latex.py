@@ -40,7 +40,7 @@ LANDSCAPE_LINE_CHARS = 110
 PAGE_LINES = 38  # 85 % of the page's height, less the caption
 LANDSCAPE_PAGE_LINES = 22
 WRAP_CHARS = 32  # width of a wrapping free-text column (p{16em})
-HEADER_CHARS = 14  # longer headers wrap onto a second line when their column is narrower
+HEADER_CHARS = 10  # longer headers of narrower columns wrap onto two or three lines
 COLUMN_GAP = 2
 OVERFULL_PT = 1.0  # overfull boxes up to this are invisible; larger ones mean text runs past the margin
 
