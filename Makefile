@@ -10,7 +10,7 @@ export DVC_NO_ANALYTICS := 1
 # pip repeats this harmless line for every package when a configured find-links folder lacks it.
 PIP_NOISE := is ignored: it is neither a file nor a directory
 
-.PHONY: demo test venv lint clean-demo
+.PHONY: demo test test-tools venv lint clean-demo
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -26,7 +26,21 @@ demo: $(STAMP)
 	$(BIN)/pdelra forkserver run -- $(BIN)/snakemake --workflow-profile workflow/profiles/default \
 		--configfile config/demo.yaml
 
-test: $(STAMP)
+# The Debian tools tests use: pdflatex (Debian's TeX) compiles the report's LaTeX tables. Installed when
+# missing and possible (apt-get as root); otherwise those tests skip and say why.
+TEX_PACKAGES := texlive-latex-base texlive-latex-recommended
+test-tools:
+	@{ command -v pdflatex && kpsewhich booktabs.sty pdflscape.sty; } >/dev/null 2>&1 || { \
+		if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
+			echo "make: pdflatex is missing and cannot be installed here (needs apt-get as root)"; \
+		else \
+			echo "make: installing $(TEX_PACKAGES) for the LaTeX tests"; \
+			export DEBIAN_FRONTEND=noninteractive; \
+			log=$$( { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+				$(TEX_PACKAGES); } 2>&1 ) || echo "make: could not install them: $$(tail -n 3 <<< "$$log")"; \
+		fi; }
+
+test: $(STAMP) test-tools
 	$(BIN)/pytest
 
 lint: $(STAMP)

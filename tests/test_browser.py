@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import os
 import shutil
 import socket
 import subprocess
@@ -23,6 +22,7 @@ from typing import Any
 
 import pytest
 from test_report import write_experiment
+from tools import ensure_debian_tool
 
 from pdelra.aggregate import aggregate
 from pdelra.report import build_report
@@ -41,21 +41,7 @@ INSPECT = """JSON.stringify({
 
 
 def ensure_chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found:
-        return found
-    if not shutil.which("apt-get") or os.geteuid() != 0:
-        pytest.skip("chromium is not installed and cannot be installed here (needs apt-get as root): "
-                    "run `apt-get install -y chromium`")  # fmt: skip
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    for cmd in (["apt-get", "update", "-qq"], ["apt-get", "install", "-y", "-qq", "chromium"]):
-        done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
-        if done.returncode != 0:
-            pytest.skip(f"could not install chromium ({' '.join(cmd)}: {done.stderr.strip()[-300:]})")
-    found = shutil.which("chromium")
-    if not found:
-        pytest.skip("apt-get installed chromium but no `chromium` executable is on PATH")
-    return found
+    return shutil.which("chromium") or shutil.which("chromium-browser") or ensure_debian_tool("chromium")
 
 
 def _free_port() -> int:

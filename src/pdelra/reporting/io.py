@@ -3,8 +3,9 @@
 - `save_figure(fig, out_dir, name, caption)` → `out_dir/figures/{name}.png` and `.pdf`;
   `show_figure` also shows the saved PNG in the notebook with its caption and closes the figure.
 - `save_table(df, out_dir, name, caption)` → `out_dir/tables/{name}.csv` (machine-readable: full precision,
-  missing cells empty), `.md` (Markdown) and `.tex` (LaTeX booktabs): in the last two no index column,
-  one precision per column, missing cells as "—".
+  missing cells empty), `.md` (Markdown) and `.tex` (a LaTeX booktabs float that plain pdflatex compiles,
+  fitted to the page: pdelra.reporting.latex): in the last two no index column, one precision per column,
+  missing cells as "—".
 - Both record the artifact in `out_dir/artifacts.json` (`read_artifacts(out_dir)`): a list of
   {kind, name, caption, files} in the order saved, one entry per (kind, name); saving again replaces it.
 
@@ -21,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdelra.atomic import atomic_path, write_json_atomic, write_text_atomic
+from pdelra.reporting.latex import table_tex
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -105,52 +107,14 @@ def to_markdown(df: pd.DataFrame, formats: Mapping[str, Formatter] | None = None
     return "\n".join(lines) + "\n"
 
 
-_LATEX_SPECIAL = {
-    "\\": r"\textbackslash{}",
-    "&": r"\&",
-    "%": r"\%",
-    "$": r"\$",
-    "#": r"\#",
-    "_": r"\_",
-    "{": r"\{",
-    "}": r"\}",
-    "~": r"\textasciitilde{}",
-    "^": r"\textasciicircum{}",
-    "—": "---",
-    "±": r"$\pm$",
-    "Δ": r"$\Delta$",
-    "α": r"$\alpha$",
-    "ω": r"$\omega$",
-    "−": "-",
-}
-
-
-def latex_escape(text: str) -> str:
-    return "".join(_LATEX_SPECIAL.get(ch, ch) for ch in str(text))
-
-
 def to_latex(
     df: pd.DataFrame, caption: str, label: str, formats: Mapping[str, Formatter] | None = None
 ) -> str:
-    """A booktabs table (\\toprule/\\midrule/\\bottomrule) in a `table` float with caption and label."""
+    """A booktabs `table` float with caption and `\\label{tab:<label>}` that plain pdflatex compiles, sized to
+    the page (pdelra.reporting.latex.table_tex): `\\input` it into a document with `latex.PACKAGES`."""
     text = format_frame(df, formats)
-    spec = "".join("r" if _is_numeric_column(df, c) else "l" for c in df.columns)
-    body = [" & ".join(latex_escape(v) for v in row) + r" \\" for row in text.itertuples(index=False)]
-    lines = [
-        r"\begin{table}[ht]",
-        r"\centering",
-        rf"\caption{{{latex_escape(caption)}}}",
-        rf"\label{{tab:{label}}}",
-        rf"\begin{{tabular}}{{{spec}}}",
-        r"\toprule",
-        " & ".join(latex_escape(c) for c in text.columns) + r" \\",
-        r"\midrule",
-        *body,
-        r"\bottomrule",
-        r"\end{tabular}",
-        r"\end{table}",
-    ]
-    return "\n".join(lines) + "\n"
+    numeric = [_is_numeric_column(df, c) for c in df.columns]
+    return table_tex(list(text.columns), text.values.tolist(), numeric, caption, label)
 
 
 # ----------------------------------------------------------------------------------------------------
