@@ -194,6 +194,15 @@ def _artifacts_html(report_dir: Path) -> str:
     )
 
 
+def _paper_tables_links(report_dir: Path) -> str:
+    links = [
+        f'<a href="tables/paper-tables.{ext}">{ext.upper()}</a>'
+        for ext in ("pdf", "tex")
+        if (report_dir / "tables" / f"paper-tables.{ext}").is_file()
+    ]
+    return " · ".join(links) or "—"
+
+
 def write_index(report_dir: Path, experiment: str, tables_dir: Path, partial: bool = False) -> None:
     """A landing page: the verdicts first, then the report, its figures and tables with their captions."""
     import pandas as pd
@@ -229,7 +238,8 @@ figure{{margin:0}} figure img{{width:100%;border:1px solid #ddd}} figcaption{{fo
 {banner_html(read_table(tables_dir / "data.csv"))}
 <p>Experiment <code>{html.escape(experiment)}</code>: {len(runs)} runs ({status}).
 <a href="report.html"><strong>Read the full report</strong></a> (claims, the paper's tables and figures
-beside ours, provenance, deviations) · <a href="report.ipynb">executed notebook</a></p>
+beside ours, provenance, deviations) · <a href="report.ipynb">executed notebook</a> · every table for a paper:
+{_paper_tables_links(report_dir)}</p>
 {note}
 <h2>Verdicts</h2>
 {_claims_html(report_dir / "tables" / "claims.csv")}
@@ -237,6 +247,21 @@ beside ours, provenance, deviations) · <a href="report.ipynb">executed notebook
 </body></html>
 """
     (report_dir / "index.html").write_text(page, encoding="utf-8")
+
+
+def _paper_tables(report_dir: Path) -> None:
+    """tables/paper-tables.tex (every table, \\input-ed) and its PDF when pdflatex is installed. A failed
+    compile is logged and leaves the .tex: the report itself is complete without the PDF (the tests
+    compile every table with a real TeX)."""
+    from pdelra.reporting.latex import LatexError, build_pdf, write_paper_tables
+
+    tex = write_paper_tables(report_dir)
+    try:
+        pdf = build_pdf(tex)
+    except LatexError as exc:
+        log.warning("paper-tables.pdf not built: %s", exc)
+        return
+    log.info("%s", f"paper tables: {pdf}" if pdf else "paper tables: .tex only (no pdflatex on PATH)")
 
 
 def build_report(
@@ -286,6 +311,7 @@ def build_report(
             raise ReportError(f"{notebook} did not write tables/claims.csv (its claims section is missing)")
         log.info("rendering HTML")
         render_html(executed, staging / "report.html")
+        _paper_tables(staging)
         write_index(staging, experiment, tables, partial)
     log.info("report written to %s", out / "index.html")
     return out / "index.html"
