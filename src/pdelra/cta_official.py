@@ -1,47 +1,64 @@
-"""Continuous-Time Attention as its authors run it (github.com/XueqingZhou/Continuous-Time-Attention, read at
-commit e6f878d: src/models/pde_layers.py, src/models/transformers.py, src/configs/*.yaml, src/experiments/*.py).
-Our own code, written from a reading of theirs; the tests check it against a naive loop over positions.
+"""Continuous-Time Attention as its authors run it (github.com/XueqingZhou/Continuous-Time-Attention, read
+at commit e6f878d: src/models/pde_layers.py, src/models/transformers.py, src/configs/*.yaml,
+src/experiments/*.py). Our own code, written from a reading of theirs; tests check it against a naive loop.
 
-    pde_step(x, kind, alpha, beta, causal, attention_mask)   one refinement step of the hidden states x (B, L, C)
-    PDERefinement(kind, steps, causal)                       `steps` such steps, each with its own α (and β)
-    OfficialEncoder                                           their classifier's backbone (backbone: official_cta)
-    OfficialCTALM                                             their causal language model
+    pde_step(x, kind, alpha, beta, causal, attention_mask)  one refinement step of hidden states x (B, L, C)
+    PDERefinement(kind, steps, causal)                      `steps` such steps, each with its own α (and β)
+    OfficialEncoder                                         their classifier's backbone (`official_cta`)
+    OfficialCTALM                                           their causal language model
 
 One step, per channel, on interior positions i (u = x in float32, Δu_i = u_{i+1} − 2u_i + u_{i−1}):
 
-    diffusion            u_i ← u_i + α Δu_i                           α₀ = 0.10
-    wave                 u_i ← u_i + α² Δu_i   (first order, no ∂u/∂t) α₀ = 0.15
-    reaction-diffusion   u_i ← u_i + α Δu_i + β u_i (1 − σ(u_i))        α₀ = 0.10, β₀ = 0.02
+    diffusion            u_i ← u_i + α Δu_i                             α₀ = 0.10
+    wave                 u_i ← u_i + α² Δu_i   (first order, no ∂u/∂t)   α₀ = 0.15
+    reaction-diffusion   u_i ← u_i + α Δu_i + β u_i (1 − σ(u_i))         α₀ = 0.10, β₀ = 0.02
     advection-diffusion  u_i ← u_i + α Δu_i + β (u_{i+1} − u_{i−1}) / 2  α₀ = 0.10, β₀ = 0.03
 
-Causal (their LM): position i ≥ 2 takes the stencil that ends at i, i.e. Δ centred at i − 1,
-u_i ← u_i + α (u_i − 2u_{i−1} + u_{i−2}) [+ β u_i(1 − σ(u_i)) | + β (u_i − u_{i−1})], so no position reads its future.
+Causal (their LM): position i ≥ 2 takes the stencil that ends at i (Δ centred at i − 1), so nothing reads
+its future: u_i ← u_i + α (u_i − 2u_{i−1} + u_{i−2}) [+ β u_i (1 − σ(u_i)) | + β (u_i − u_{i−1})].
 
-How this differs from the pipeline's `cta_*` rows of `pdelra.model.VARIANTS` (each row checked against their code):
+How this differs from the pipeline's `cta_*` rows of `pdelra.model.VARIANTS` (each row read in their code):
 
-| | pipeline's `cta_*` | official code (this module) |
-|---|---|---|
-| what evolves | attention rows along the key axis, A·p(Δ)·V inside each block | the hidden states, refined after each Transformer layer |
-| boundary | half-sample reflection | fixed end points: positions 0 and L−1 are not updated (causal: 0 and 1; positions 2..L−1 are) |
-| padding | reflect at the last valid token | a position is updated only if all three of its stencil positions are valid; padding is left unchanged (so is each sequence's last valid token, non-causal) |
-| α | per channel, Σα < ½, shared across steps | one unconstrained scalar per layer; `pde_steps` makes separate layers, each with its own α (and β) |
-| wave | leapfrog from rest | first-order update α²Δu (α₀ = 0.15) |
-| reaction–diffusion | logistic ρA(1−A) on probabilities | βu(1−σ(u)) on hidden states, β₀ = 0.02 |
-| advection–diffusion | flux form, \\|β\\| < 2α, β₀ = 0 | central difference (backward u_i − u_{i−1} when causal), β₀ = 0.03, unconstrained |
-| arithmetic | activations' dtype (fused: float32) | float32 whatever the input (float64 too), result cast back to the input's dtype |
-| short sequences | any L ≥ 1 | L < 3: x returned as it is |
-| Transformer | pre-LN, GELU, final LN, learned position embedding, GPT-2 init | nn.TransformerEncoderLayer (post-LN, ReLU, dropout also on attention weights), position parameter randn(1, L_max, d), PyTorch's default init, masked mean pooling, linear head |
-| recipe | LRA Table 9 | AdamW lr 1e-4, wd 0.01 (on every parameter, α and β too), LinearLR warm-up from 0.1·lr over the first 10 % of steps then constant, clip 1.0, d 128, 4 heads, FFN 256, 2 layers, dropout 0.1, epochs 5/5/2 (IMDb, AG News, SST-2), max length 256/256/128, 1 PDE step (WikiText-103 LM: 4 steps, blocks of 512) |
+    what evolves       pipeline  attention rows along the key axis, A·p(Δ)·V inside each block
+                       official  the hidden states, refined after each Transformer layer
+    boundary           pipeline  half-sample reflection
+                       official  fixed end points: positions 0 and L−1 are not updated (causal: positions
+                                 2..L−1 are updated, 0 and 1 are not)
+    padding            pipeline  reflection at each sequence's last valid token
+                       official  a position is updated only if all three stencil positions are valid;
+                                 padding is left unchanged (non-causal: so is the last valid token)
+    α                  pipeline  per channel, Σα < ½, shared across steps
+                       official  one unconstrained scalar per layer; `pde_steps` makes separate layers,
+                                 each with its own α (and β)
+    wave               pipeline  leapfrog from rest
+                       official  first-order update α²Δu, α₀ = 0.15
+    reaction–diffusion pipeline  logistic ρA(1 − A) on attention probabilities, rows renormalised
+                       official  βu(1 − σ(u)) on hidden states, β₀ = 0.02
+    advection–diffusion pipeline flux form, |β| < 2α, β₀ = 0
+                       official  central difference (backward when causal), β₀ = 0.03, unconstrained
+    arithmetic         pipeline  the activations' dtype (fused operator: float32)
+                       official  float32 whatever the input (float64 too), cast back to the input's dtype
+    short sequences    pipeline  any L ≥ 1
+                       official  L < 3: x returned as it is
+    Transformer        pipeline  pre-LN, GELU, final LN, learned position embedding, GPT-2 init
+                       official  nn.TransformerEncoderLayer (post-LN, ReLU, dropout on attention weights
+                                 too), position parameter randn(1, L_max, d), PyTorch's default init,
+                                 masked mean pooling, linear head
+    recipe             pipeline  LRA Table 9
+                       official  AdamW lr 1e-4, wd 0.01 on every parameter (α, β too), LinearLR warm-up
+                                 from 0.1·lr over the first 10 % of steps then constant, clip 1.0; d 128,
+                                 4 heads, FFN 256, 2 layers, dropout 0.1, 1 PDE step; epochs 5/5/2 and max
+                                 length 256/256/128 (IMDb, AG News, SST-2); WikiText-103 LM: 4 steps, 512
 
-Their layer also blends y·m + x·(1 − m) with the padding mask m after the stencil rule; for finite inputs that is
-the identity (the rule has already left every padded position unchanged), so it is not repeated here.
+Their layer also blends y·m + x·(1 − m) with the padding mask m after the stencil rule; for finite inputs
+that is the identity (the rule has already left every padded position unchanged), so it is not repeated.
 
-In this pipeline the official operator is the variant family `cta_official_*` (OFFICIAL_VARIANTS) at the insertion
-point `block_output` (after each block). With `backbone: official_cta` (`ModelConfig.backbone`) the classifier
-is theirs (post-LN stack, `none` = their StandardTransformerClassifier); with the default `backbone: pdelra` the
-same operator sits after each of the pipeline's pre-LN blocks — so "the operator" and "the backbone" can be
-compared one at a time. The official rows take their initial α, β from the table above, not `alpha_init`, and
-their number of steps from `cta_steps`; the scale does not apply to them.
+In this pipeline the official operator is the variant family `cta_official_*` (OFFICIAL_VARIANTS) at the
+insertion point `block_output` (after each block). With `backbone: official_cta` (`ModelConfig.backbone`)
+the classifier is theirs (post-LN stack; variant `none` = their StandardTransformerClassifier); with the
+default `backbone: pdelra` the same operator follows each of the pipeline's pre-LN blocks, so "the
+operator" and "the backbone" can be compared one at a time. The official rows take their initial α and β
+from the table above (not `alpha_init`) and their number of steps from `cta_steps`; no scale applies.
 """
 
 from __future__ import annotations
@@ -185,8 +202,8 @@ def _keep_default_init(module: nn.Module) -> None:
 
 
 class OfficialTransformer(nn.Module):
-    """tokens (B, L) → hidden states (B, L, d): their embedding and post-LN layer stack, with the PDE refinement
-    after each layer (cfg.cta_steps steps of the kind named by cfg.variant; `none` = no refinement).
+    """tokens (B, L) → hidden states (B, L, d): their embedding and post-LN layer stack, with the PDE
+    refinement after each layer (cfg.cta_steps steps of the kind named by cfg.variant; `none`: none).
 
         x = drop(emb(tokens) + pos[:, :L]);  per layer: x = TransformerEncoderLayer(x); x = refine(x, lengths)
     """
@@ -217,9 +234,9 @@ class OfficialTransformer(nn.Module):
 
 
 class OfficialEncoder(OfficialTransformer):
-    """Backbone `official_cta` of `pdelra.model.LRAClassifier`: tokens (B, L), lengths (B,) → masked mean (B, d).
-    With the classifier's linear head this is their PDETransformerClassifier (StandardTransformerClassifier
-    for variant `none`)."""
+    """Backbone `official_cta` of `pdelra.model.LRAClassifier`: tokens (B, L), lengths (B,) → masked mean
+    (B, d). With the classifier's linear head this is their PDETransformerClassifier (their
+    StandardTransformerClassifier for variant `none`)."""
 
     POINTS = ("block_output",)  # the only insertion point of this backbone (ModelConfig checks variants)
     init_weights = staticmethod(_keep_default_init)  # applied to the whole classifier, head included
@@ -234,8 +251,8 @@ class OfficialEncoder(OfficialTransformer):
 
 
 class OfficialCTALM(OfficialTransformer):
-    """Their PDETransformerLM (StandardTransformerLM for variant `none`): the same stack with a causal attention
-    mask and causal stencils; tokens (B, T) [, lengths (B,)] → next-token logits (B, T, vocab_size).
+    """Their PDETransformerLM (StandardTransformerLM for variant `none`): the same stack with a causal
+    attention mask and causal stencils; tokens (B, T) [, lengths (B,)] → next-token logits (B, T, vocab).
     cfg is a ModelConfig (backbone official_cta; num_classes is not used: the head predicts tokens)."""
 
     def __init__(self, cfg: ModelConfig) -> None:

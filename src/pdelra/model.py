@@ -11,9 +11,9 @@ and the two related systems (Continuous-Time Attention, PhysQK / PhysQK-AD) on t
 Every [point] is the identity unless the variant's row in `VARIANTS` puts an operator there; this table is
 the only place variants differ. `none` has no row entries; the seven positions of the paper (Table 5) and
 the related systems are one or two entries each. Scales `SCALES` choose the Laplacian step(s) of every
-diffusion operator. `ModelConfig.backbone` picks the encoder from `ENCODERS`: this pre-LN one (`pdelra`) or the
-Continuous-Time Attention authors' post-LN stack (`official_cta`, `pdelra.cta_official`, whose only point is
-block_output).
+diffusion operator. `ModelConfig.backbone` picks the encoder from `ENCODERS`: this pre-LN one (`pdelra`) or
+the Continuous-Time Attention authors' post-LN stack (`official_cta`, `pdelra.cta_official`, whose only
+point is block_output).
 
 Padding comes only from the explicit `lengths`, never from token values (the original LRA code masked token 0,
 i.e. black pixels, as padding). Valid outputs never depend on padding content or padding length.
@@ -92,7 +92,7 @@ class ModelConfig:
     stencil_scaling: str = "unit"  # diffusion layers: "unit" (eq. 6) or "inverse_h2" (eq. 11, Δ_h / h²)
     multiscale_init: str = "paper"  # "paper": α_init × (1, 0.6, 0.3); "normalised": same ratios, Σ = α_init
     fused_diffusion: bool = True  # diffusion layers as one compiled operator (pdelra.fused); False = eager
-    backbone: str = "pdelra"  # the encoder, a key of ENCODERS: "pdelra" (pre-LN) or "official_cta" (CTA's own)
+    backbone: str = "pdelra"  # a key of ENCODERS: "pdelra" (this pre-LN one) or "official_cta" (CTA's own)
 
     def __post_init__(self) -> None:
         if self.stencil_scaling not in STENCIL_SCALINGS:
@@ -430,7 +430,10 @@ class Encoder(nn.Module):
 
 
 # backbone → encoder class. Each names the insertion points it offers (POINTS) and its weight init.
-ENCODERS: dict[str, type[Encoder] | type[OfficialEncoder]] = {"pdelra": Encoder, "official_cta": OfficialEncoder}
+ENCODERS: dict[str, type[Encoder] | type[OfficialEncoder]] = {
+    "pdelra": Encoder,
+    "official_cta": OfficialEncoder,
+}
 
 
 class LRAClassifier(nn.Module):
