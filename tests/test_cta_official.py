@@ -254,6 +254,10 @@ def test_official_lm_is_causal(variant: str) -> None:
     changed[:, 6:] = (changed[:, 6:] + 3) % 11  # the future of position 5
     torch.testing.assert_close(lm(changed)[:, :6], logits[:, :6])
     assert not torch.allclose(lm(changed)[:, 6:], logits[:, 6:])
+    lengths = torch.tensor([12, 8])  # right padding: valid outputs ignore what the padding holds
+    padded = tokens.clone()
+    padded[1, 8:] = (padded[1, 8:] + 3) % 11
+    torch.testing.assert_close(lm(padded, lengths)[1, :8], lm(tokens, lengths)[1, :8])
 
 
 def test_pdelra_train_trains_the_official_classifier(tmp_path: Path) -> None:

@@ -179,7 +179,8 @@ class PDERefinement(nn.Module):
         return torch.stack([step.alpha for step in self.steps]).view(1, -1)
 
     def forward(self, x: Tensor, lengths: Tensor | None = None) -> Tensor:
-        mask = None if lengths is None else valid_positions(lengths, x.shape[1])
+        """lengths (B,) as the model has checked them (no host sync here, once per layer)."""
+        mask = None if lengths is None else torch.arange(x.shape[1], device=x.device) < lengths[:, None]
         for step in self.steps:
             x = step(x, mask)
         return x
@@ -220,11 +221,12 @@ class OfficialTransformer(nn.Module):
         )  # post-LN, ReLU: the PyTorch defaults the authors use
         self.block_output = nn.ModuleList(_refinement(cfg, causal) for _ in range(cfg.n_layers))
 
-    def hidden_states(self, tokens: Tensor, lengths: Tensor | None) -> Tensor:
+    def hidden_states(self, tokens: Tensor, lengths: Tensor | None, valid: Tensor | None) -> Tensor:
+        """valid = valid_positions(lengths, L), or None with lengths when nothing is padded."""
         n = tokens.shape[1]
         if n > self.cfg.max_length:
             raise ValueError(f"sequence length {n} exceeds the model's max_length {self.cfg.max_length}")
-        padding = None if lengths is None else ~valid_positions(lengths, n)  # (B, L), True = ignore
+        padding = None if valid is None else ~valid  # (B, L), True = ignore
         future = torch.ones(n, n, dtype=torch.bool, device=tokens.device).triu(1) if self.causal else None
         x = self.dropout(self.tok_emb(tokens) + self.pos_emb[:, :n])  # (B, L, d)
         for layer, refine in zip(self.layers, self.block_output, strict=True):
@@ -245,9 +247,9 @@ class OfficialEncoder(OfficialTransformer):
         super().__init__(cfg, causal=False)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
-        x = self.hidden_states(tokens, lengths)
-        valid = valid_positions(lengths, tokens.shape[1])[..., None].to(x.dtype)  # (B, L, 1)
-        return (x * valid).sum(1) / lengths[:, None].to(x.dtype)
+        valid = valid_positions(lengths, tokens.shape[1])  # (B, L)
+        x = self.hidden_states(tokens, lengths, valid)
+        return (x * valid[..., None].to(x.dtype)).sum(1) / lengths[:, None].to(x.dtype)
 
 
 class OfficialCTALM(OfficialTransformer):
@@ -260,4 +262,5 @@ class OfficialCTALM(OfficialTransformer):
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size)
 
     def forward(self, tokens: Tensor, lengths: Tensor | None = None) -> Tensor:
-        return self.head(self.hidden_states(tokens, lengths))
+        valid = None if lengths is None else valid_positions(lengths, tokens.shape[1])
+        return self.head(self.hidden_states(tokens, lengths, valid))
