@@ -71,6 +71,7 @@ def test_pde_step_agrees_with_a_naive_loop_over_positions(kind: str, causal: boo
 
 SPIKE = [0.0, 0.0, 1.0, 0.0, 0.0]
 RAMP = [0.0, 1.0, 2.0, 4.0, 8.0]
+REACTED = 2 + 0.5 * 2 * (1 - 1 / (1 + math.exp(-2)))  # u = 2, β = ½
 
 
 @pytest.mark.parametrize(
@@ -80,9 +81,11 @@ RAMP = [0.0, 1.0, 2.0, 4.0, 8.0]
         ("diffusion", 0.1, 0.0, False, [1, 0, 0, 0, 1], [1, 0.1, 0, 0.1, 1]),  # fixed ends: 0 and L−1 stay
         ("diffusion", 0.1, 0.0, True, SPIKE, [0, 0, 1.1, -0.2, 0.1]),  # Δ centred at i − 1 updates i
         ("wave", 0.5, 0.0, False, SPIKE, [0, 0.25, 0.5, 0.25, 0]),  # α² Δu
+        ("wave", 0.5, 0.0, True, SPIKE, [0, 0, 1.25, -0.5, 0.25]),
         ("advection-diffusion", 0.0, 0.2, False, RAMP, [0, 1.2, 2.3, 4.6, 8]),  # β (u_{i+1} − u_{i−1}) / 2
         ("advection-diffusion", 0.0, 0.2, True, RAMP, [0, 1, 2.2, 4.4, 8.8]),  # β (u_i − u_{i−1})
-        ("reaction-diffusion", 0.0, 0.5, False, [0, 0, 2, 0, 0], [0, 0, 3 - 1 / (1 + math.exp(-2)), 0, 0]),
+        ("reaction-diffusion", 0.0, 0.5, False, [2] * 5, [2, REACTED, REACTED, REACTED, 2]),  # β u (1 − σ(u))
+        ("reaction-diffusion", 0.0, 0.5, True, [2] * 5, [2, 2, REACTED, REACTED, REACTED]),
     ],
 )  # fmt: skip
 def test_hand_computed_steps(
