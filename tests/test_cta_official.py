@@ -236,6 +236,8 @@ def test_backbone_and_variant_must_fit() -> None:
         ValueError, match="'after_mlp' puts operators at mlp_output, which backbone 'official_cta'"
     ):
         ModelConfig(**{**TINY, "variant": "after_mlp", "backbone": "official_cta"})  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="official CTA models take variant none, cta_official_diffusion"):
+        OfficialCTALM(ModelConfig(**{**TINY, "variant": "after_mlp"}))  # type: ignore[arg-type]
 
 
 def test_the_official_operator_also_sits_after_each_pre_ln_block() -> None:

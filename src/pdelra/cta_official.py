@@ -107,8 +107,8 @@ def pde_step(
     if x.dim() != 3:
         raise ValueError(f"x must be (batch, length, channels), got shape {tuple(x.shape)}")
     if attention_mask is not None and attention_mask.shape != x.shape[:2]:
-        raise ValueError(f"attention_mask must be (batch, length) = {tuple(x.shape[:2])}, got "
-                         f"{tuple(attention_mask.shape)}")  # fmt: skip
+        shape, want = tuple(attention_mask.shape), tuple(x.shape[:2])
+        raise ValueError(f"attention_mask must be (batch, length) = {want}, got {shape}")
     if x.shape[1] < 3:  # every stencil touches three positions
         return x
     u = x.to(torch.float32)
@@ -179,7 +179,7 @@ class PDERefinement(nn.Module):
         return torch.stack([step.alpha for step in self.steps]).view(1, -1)
 
     def forward(self, x: Tensor, lengths: Tensor | None = None) -> Tensor:
-        """lengths (B,) as the model has checked them (no host sync here, once per layer)."""
+        """lengths (B,), already checked by the model (a check here would wait for the device every layer)."""
         mask = None if lengths is None else torch.arange(x.shape[1], device=x.device) < lengths[:, None]
         for step in self.steps:
             x = step(x, mask)
@@ -194,8 +194,12 @@ class _Unrefined(nn.Module):
 
 
 def _refinement(cfg: ModelConfig, causal: bool) -> nn.Module:
-    kind = OFFICIAL_VARIANTS.get(cfg.variant)  # ModelConfig allows only none and these on this backbone
-    return _Unrefined() if kind is None else PDERefinement(kind, cfg.cta_steps, causal)
+    if cfg.variant == "none":
+        return _Unrefined()
+    if cfg.variant not in OFFICIAL_VARIANTS:
+        choices = ", ".join(["none", *OFFICIAL_VARIANTS])
+        raise ValueError(f"the official CTA models take variant {choices}; got {cfg.variant!r}")
+    return PDERefinement(OFFICIAL_VARIANTS[cfg.variant], cfg.cta_steps, causal)
 
 
 def _keep_default_init(module: nn.Module) -> None:
