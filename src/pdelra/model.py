@@ -6,11 +6,14 @@ and the two related systems (Continuous-Time Attention, PhysQK / PhysQK-AD) on t
 
     block:  x ← x + drop(attn_output(Attn(LN₁(attn_input(x)))))       Attn: values ─▶ [attn_values],
             x ← x + drop(mlp_output(MLP(LN₂(mlp_input(x)))))             per-head outputs ─▶ [attn_heads]
+            x ← block_output(x)
 
 Every [point] is the identity unless the variant's row in `VARIANTS` puts an operator there; this table is
 the only place variants differ. `none` has no row entries; the seven positions of the paper (Table 5) and
 the related systems are one or two entries each. Scales `SCALES` choose the Laplacian step(s) of every
-diffusion operator.
+diffusion operator. `ModelConfig.backbone` picks the encoder from `ENCODERS`: this pre-LN one (`pdelra`) or
+the Continuous-Time Attention authors' post-LN stack (`official_cta`, `pdelra.cta_official`, whose only
+point is block_output).
 
 Padding comes only from the explicit `lengths`, never from token values (the original LRA code masked token 0,
 i.e. black pixels, as padding). Valid outputs never depend on padding content or padding length.
@@ -34,6 +37,9 @@ Choices the papers leave open
   variant MATERIALISES the L × L attention matrix (O(L²) memory), the one exception to fused attention.
   Advection–diffusion (∂A/∂t = αΔA + β∂ₓA, central difference, `pdelra.pde_schemes`) is linear in A too and
   acts on V as Mᵀ; |β| < 2α and Σα < ½ by construction keep every evolved row a probability distribution.
+- Continuous-Time Attention as its authors run it (cta_official_*): `cta_steps` official refinement steps of
+  the hidden states after each block's MLP residual add (their code refines after each Transformer layer);
+  fixed ends, α and β unconstrained, official initial values. The differences table is pdelra.cta_official's.
 - PhysQK / PhysQK-AD: token coordinates r (batch, length, d_model) start as the embedding output x₀ (every
   token starts at its embedded position). In each block, r is transported by the block's own attention
   weights (per head, r split across heads like V, appended to V so one fused call gives A·r), then
@@ -53,6 +59,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pdelra.cta_official import OFFICIAL_VARIANTS, OfficialEncoder, PDERefinement
 from pdelra.ops import (
     MULTISCALE_INITS,
     STENCIL_SCALINGS,
@@ -85,6 +92,7 @@ class ModelConfig:
     stencil_scaling: str = "unit"  # diffusion layers: "unit" (eq. 6) or "inverse_h2" (eq. 11, Δ_h / h²)
     multiscale_init: str = "paper"  # "paper": α_init × (1, 0.6, 0.3); "normalised": same ratios, Σ = α_init
     fused_diffusion: bool = True  # diffusion layers as one compiled operator (pdelra.fused); False = eager
+    backbone: str = "pdelra"  # a key of ENCODERS: "pdelra" (this pre-LN one) or "official_cta" (CTA's own)
 
     def __post_init__(self) -> None:
         if self.stencil_scaling not in STENCIL_SCALINGS:
@@ -97,6 +105,14 @@ class ModelConfig:
             raise ValueError(f"unknown variant {self.variant!r}; choose one of {', '.join(VARIANTS)}")
         if self.scale not in SCALES:
             raise ValueError(f"unknown scale {self.scale!r}; choose one of {', '.join(SCALES)}")
+        if self.backbone not in ENCODERS:
+            raise ValueError(f"unknown backbone {self.backbone!r}; choose one of {', '.join(ENCODERS)}")
+        foreign = sorted(set(VARIANTS[self.variant]) - set(ENCODERS[self.backbone].POINTS))
+        if foreign:
+            raise ValueError(
+                f"variant {self.variant!r} puts operators at {', '.join(foreign)}, which backbone "
+                f"{self.backbone!r} does not have (it has {', '.join(ENCODERS[self.backbone].POINTS)})"
+            )
         if self.n_layers < 0:
             raise ValueError(f"n_layers must be ≥ 0, got {self.n_layers}")
         if self.d_model % self.n_heads:
@@ -217,9 +233,14 @@ VARIANTS: dict[str, dict[str, Callable[[ModelConfig], nn.Module]]] = {
     },
     "physqk": {"coordinates": CoordinateFlow},
     "physqk_ad": {"coordinates": ConvectionDiffusionFlow},
+    # Continuous-Time Attention as its authors run it: hidden states refined after each block (cta_official)
+    **{
+        name: {"block_output": lambda c, kind=kind: PDERefinement(kind, c.cta_steps)}
+        for name, kind in OFFICIAL_VARIANTS.items()
+    },
 }
 ENCODER_POINTS = ("embedding", "between_blocks")
-BLOCK_POINTS = ("attn_input", "attn_output", "mlp_input", "mlp_output", "coordinates")
+BLOCK_POINTS = ("attn_input", "attn_output", "mlp_input", "mlp_output", "coordinates", "block_output")
 ATTENTION_POINTS = ("attn_values", "attn_heads", "attn_probs")
 POINTS = ENCODER_POINTS + BLOCK_POINTS + ATTENTION_POINTS
 
@@ -342,6 +363,7 @@ class Block(nn.Module):
         self.attn_input, self.attn_output = _point(cfg, "attn_input"), _point(cfg, "attn_output")
         self.mlp_input, self.mlp_output = _point(cfg, "mlp_input"), _point(cfg, "mlp_output")
         self.coordinates = _point(cfg, "coordinates")
+        self.block_output = _point(cfg, "block_output")
         self.ln_1 = nn.LayerNorm(cfg.d_model)
         self.attn = SelfAttention(cfg)
         self.ln_2 = nn.LayerNorm(cfg.d_model)
@@ -357,11 +379,24 @@ class Block(nn.Module):
             r_new = self.coordinates(r, transported)
             x, r = x + (r_new - r), r_new
         x = x + self.dropout(self.mlp_output(self.mlp(self.ln_2(self.mlp_input(x, lengths))), lengths))
-        return x, r
+        return self.block_output(x, lengths), r
 
 
 class Encoder(nn.Module):
     """tokens (B, L), lengths (B,) → pooled features (B, d)."""
+
+    POINTS = POINTS  # every insertion point
+
+    @staticmethod
+    def init_weights(module: nn.Module) -> None:
+        """Applied to the whole classifier: GPT-2 style init (as nanoGPT); diffusion step sizes keep their
+        exact paper init."""
+        if isinstance(module, nn.Linear):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+            if module.bias is not None:
+                nn.init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            nn.init.normal_(module.weight, mean=0.0, std=0.02)
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
@@ -394,29 +429,26 @@ class Encoder(nn.Module):
         return x.sum(1) / lengths[:, None].to(x.dtype)
 
 
+# backbone → encoder class. Each names the insertion points it offers (POINTS) and its weight init.
+ENCODERS: dict[str, type[Encoder] | type[OfficialEncoder]] = {
+    "pdelra": Encoder,
+    "official_cta": OfficialEncoder,
+}
+
+
 class LRAClassifier(nn.Module):
     """Classifier for one LRA task; two_tower=True (retrieval) encodes two documents, one shared encoder."""
 
     def __init__(self, cfg: ModelConfig) -> None:
         super().__init__()
         self.cfg = cfg
-        self.encoder = Encoder(cfg)
+        self.encoder = ENCODERS[cfg.backbone](cfg)
         d = cfg.d_model
         if cfg.two_tower:  # head on [e1, e2, e1·e2, e1 − e2]
             self.head = nn.Sequential(nn.Linear(4 * d, d), nn.GELU(), nn.Linear(d, cfg.num_classes))
         else:
             self.head = nn.Linear(d, cfg.num_classes)
-        self.apply(self._init_weights)
-
-    @staticmethod
-    def _init_weights(module: nn.Module) -> None:
-        # GPT-2 style init (as nanoGPT); diffusion step sizes keep their exact paper init.
-        if isinstance(module, nn.Linear):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
-            if module.bias is not None:
-                nn.init.zeros_(module.bias)
-        elif isinstance(module, nn.Embedding):
-            nn.init.normal_(module.weight, mean=0.0, std=0.02)
+        self.apply(self.encoder.init_weights)  # the backbone's own initialisation
 
     def forward(
         self, tokens: Tensor, lengths: Tensor, tokens2: Tensor | None = None, lengths2: Tensor | None = None
