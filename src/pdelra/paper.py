@@ -35,6 +35,10 @@ VARIANT_LABELS = {
     "cta_reaction_diffusion": "CTA reaction-diffusion",
     "cta_advection_diffusion": "CTA advection-diffusion",
     "mha": "MHA",
+    "cta_official_diffusion": "CTA (official) diffusion",
+    "cta_official_wave": "CTA (official) wave",
+    "cta_official_reaction_diffusion": "CTA (official) reaction-diffusion",
+    "cta_official_advection_diffusion": "CTA (official) advection-diffusion",
     "physqk": "PhysQK",
     "physqk_ad": "PhysQK-AD",
 }
