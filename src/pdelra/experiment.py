@@ -7,8 +7,9 @@ source. `tests/test_plan.py` checks `workflow_jobs` against the job table of a r
 Jobs come in two kinds:
 - training jobs (`training_jobs`): one per run of a training rule, each with the resources it asks for (GPUs,
   minutes for the first attempt: a retry asks for attempt × runtime). `TRAINING_RULES` lists the rules and the
-  function expanding each: `train` (the LRA runs of every grid in `run_grids`) and `lm_train` (PhysQK-AD's LM).
-  A new training rule (e.g. Continuous-Time Attention's own experiments) adds one entry there and its rule;
+  function expanding each: `train` (the LRA runs of every grid in `run_grids`) and `lm_train` (PhysQK-AD's
+  LM). A new training rule (e.g. Continuous-Time Attention's own experiments) adds one entry there and
+  its rule;
 - the other jobs (`other_jobs`): data preparation, diagnostics, tables, report and DVC, counted per rule.
 
 This module imports nothing heavy (Snakemake imports it while it parses the workflow).
@@ -132,9 +133,8 @@ def lra_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     jobs = []
     for run in lra_runs(config):
         resources = merged(config, "resources", run[0])
-        jobs.append(
-            TrainingJob("train", run, run_config(config, settings, *run), resources["gpu"], resources["runtime"])
-        )
+        resolved = run_config(config, settings, *run)
+        jobs.append(TrainingJob("train", run, resolved, resources["gpu"], resources["runtime"]))
     return jobs
 
 
@@ -143,9 +143,9 @@ def lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     lm = config.get("lm")
     if not lm:
         return []
-    resources = lm["resources"]
+    gpus, runtime = lm["resources"]["gpu"], lm["resources"]["runtime"]
     return [
-        TrainingJob("lm_train", run, json.loads(lm_grid.run_config(lm, *run)), resources["gpu"], resources["runtime"])
+        TrainingJob("lm_train", run, json.loads(lm_grid.run_config(lm, *run)), gpus, runtime)
         for run in lm_grid.runs(lm)
     ]
 
