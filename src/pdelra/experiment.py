@@ -150,16 +150,23 @@ def lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     ]
 
 
-# Every training rule and the function expanding its jobs from the config.
-TRAINING_RULES: dict[str, Callable[[Mapping[str, Any]], list[TrainingJob]]] = {
-    "train": lra_training_jobs,
-    "lm_train": lm_training_jobs,
+@dataclass(frozen=True)
+class TrainingRule:
+    expand: Callable[[Mapping[str, Any]], list[TrainingJob]]  # the rule's jobs from the config
+    runs_dir: str  # where its run folders live under results/{experiment} (pdelra.runs layout)
+
+
+# Every training rule: its jobs and where its runs are (as its .smk file has them). A job's data is the folder
+# {processed_dir}/{task} (for the LM, task = lm_{corpus}).
+TRAINING_RULES: dict[str, TrainingRule] = {
+    "train": TrainingRule(lra_training_jobs, "runs"),
+    "lm_train": TrainingRule(lm_training_jobs, "lm/runs"),
 }
 
 
 def training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     """The jobs of every training rule, rule by rule."""
-    return [job for expand in TRAINING_RULES.values() for job in expand(config)]
+    return [job for rule in TRAINING_RULES.values() for job in rule.expand(config)]
 
 
 # ---------------------------------------------------------------------------------------------------------
