@@ -478,7 +478,8 @@ def _row(
 ) -> dict[str, Any]:
     train = group[0].config["train"]
     step_times = [e["step_s"] for e in estimates if e["step_s"] is not None]
-    attempts = [e["attempts"] for e in estimates]
+    # Attempts of the estimated jobs only: a job counted at its requested runtime fits one by definition.
+    attempts = [e["attempts"] for e in estimates if e["source"] != "requested"]
     params = calibration["parameters"] if calibration else None
     peak = calibration["peak_memory_bytes"] if calibration else None
     micro = _micro_batch(calibration, train["batch_size"])
@@ -499,7 +500,7 @@ def _row(
         "device_hours": sum(e["seconds"] * max(job.gpus, 1) for e, job in zip(estimates, group, strict=True))
         / 3600,
         "runtime_min": group[0].runtime_min,
-        "max_attempts": None if None in attempts else max(attempts),
+        "max_attempts": None if None in attempts else max(attempts, default=None),
         "failing_jobs": attempts.count(None),
         "calibration_batch": None if calibration is None else calibration["measured_batch"],
         "peak_memory_bytes": peak,
