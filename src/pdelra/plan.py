@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import math
 import statistics
 import sys
@@ -52,9 +51,6 @@ from typing import Any
 from pdelra import experiment
 from pdelra.atomic import write_json_atomic
 from pdelra.errors import UserError
-
-log = logging.getLogger(__name__)
-
 
 # Published LRA split sizes (Tay et al. 2021; Pathfinder-32 split 80/10/10 and IMDb/CIFAR-10 validation carved
 # out of train by preprocessing, as this project does): used only without a manifest or generate sizes.
