@@ -70,6 +70,9 @@ def eval_order(split: Any) -> np.ndarray:
     return np.argsort(example_lengths(split), kind="stable")
 
 
+_BATCH_STREAM = 1  # bucketed_order's random stream, apart from epoch_order's (seed, epoch)
+
+
 def train_order(
     split: Any, sampler_seed: int, epoch: int, batch_size: int, length_buckets: int | None = None
 ) -> np.ndarray:
@@ -102,9 +105,6 @@ def bucketed_order(
     cut = int(rng.integers(0, full + 1)) * batch_size  # the short batch starts here in `grouped`
     rest = np.concatenate([grouped[:cut], grouped[cut + short :]]).reshape(full, batch_size)
     return np.concatenate([rest[rng.permutation(full)].reshape(-1), grouped[cut : cut + short]])
-
-
-_BATCH_STREAM = 1  # bucketed_order's random stream, apart from epoch_order's (seed, epoch)
 
 
 def padding_ratio(lengths: list[np.ndarray], order: np.ndarray, batch_size: int) -> float:
