@@ -187,10 +187,8 @@ def padding_ratios(
 
     split = load_split(Path(config["data"]["processed_dir"]) / task, "train")
     lengths = [np.asarray(split.lengths)] + ([np.asarray(split.lengths2)] if B.is_pair_split(split) else [])
-    buckets = train.get("length_buckets") or REFERENCE_BUCKETS
-    plain = B.train_order(split, 0, 0, train["batch_size"])
-    bucketed = B.train_order(split, 0, 0, train["batch_size"], buckets)
-    size = train["batch_size"]
+    size, buckets = train["batch_size"], train.get("length_buckets") or REFERENCE_BUCKETS
+    plain, bucketed = B.train_order(split, 0, 0, size), B.train_order(split, 0, 0, size, buckets)
     return B.padding_ratio(lengths, plain, size), B.padding_ratio(lengths, bucketed, size), buckets
 
 
