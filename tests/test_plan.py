@@ -1,4 +1,4 @@
-"""`pdelra plan`: jobs and steps as the workflow has them, and estimates checked against a real run."""
+"""`pdelra plan`: the workflow's own jobs, estimates checked against a real run, the schedule's wall-clock."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from typing import Any
 import pytest
 import torch
 import yaml
-from conftest import load_config
+from conftest import REPO, dry_run_jobs, load_config, make_workspace
 from test_training import make_task, train_in_process
 
+from pdelra import experiment
 from pdelra import plan as P
 from pdelra.runs import run_dir
 
@@ -24,16 +25,39 @@ def _config(tmp_path: Path, **data: Any) -> Path:
     return path
 
 
-def test_jobs_and_steps_follow_the_grid_and_the_generate_sizes(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["demo", "config"])
+def test_jobs_are_the_workflows_own(tmp_path: Path, name: str) -> None:
+    # The demo and the paper config with every grid selected (and the LM): the plan's jobs per rule are
+    # those of a real `snakemake -n` from scratch (one dry run each, ~15-30 s).
+    config = yaml.safe_load((REPO / "config" / f"{name}.yaml").read_text())
+    config["run_grids"] = sorted(config["grids"])
+    dry_run = dry_run_jobs(make_workspace(tmp_path / "ws", config), timeout=180)
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    loaded = P.load_config(path)
+    assert experiment.workflow_jobs(loaded) == dry_run
+    plan = P.make_plan(loaded, torch.device("cpu"), calibrate_tasks=False)
+    training = {(t["rule"], t["task"]): t["jobs"] for t in plan["tasks"]}
+    assert sum(training.values()) == plan["total"]["jobs"] == dry_run["train"] + dry_run["lm_train"]
+    assert plan["other_jobs"] == {k: v for k, v in dry_run.items() if k not in experiment.TRAINING_RULES}
+    if name == "config":  # the figures the README quotes
+        assert dry_run["train"] == 670 and dry_run["lm_train"] == 18
+        assert len(experiment.lra_runs({**loaded, "run_grids": ["main", "multiscale"]})) == 245
+
+
+def test_steps_follow_each_runs_setting_and_the_generate_sizes(tmp_path: Path) -> None:
     config = P.load_config(_config(tmp_path))
+    config["grids"]["main"]["settings"] = {"short": {"train": {"max_epochs": 1}}, "base2": {}}
     plan = P.make_plan(config, torch.device("cpu"), calibrate_tasks=False)
     by_task = {t["task"]: t for t in plan["tasks"]}
     assert set(by_task) == {"listops", "retrieval"}
-    # 64 training examples / batch 16 = 4 steps per epoch × 2 epochs = 8, capped by max_steps 6.
-    assert all(
-        t["jobs"] == 2 and t["steps_per_job"] == 6 and t["counts_source"] == "config" for t in plan["tasks"]
-    )
-    assert plan["total"] == {"jobs": 4, "steps": 24, "device_hours": None, "disk_bytes": None}
+    # 64 training examples / batch 16 = 4 steps per epoch: 2 epochs capped by max_steps 6, or 1 epoch = 4.
+    for task in by_task.values():
+        assert task["jobs"] == 4 and task["counts_source"] == "config"
+        assert task["steps_per_job"] == 6 and task["steps"] == 2 * 6 + 2 * 4
+        # Neither calibrated nor timed by finished runs: each job counts at its requested runtime, said so.
+        assert task["step_time_source"] == "requested" and task["device_hours"] == pytest.approx(4 * 5 / 60)
+    assert plan["total"]["jobs"] == 8 and plan["total"]["steps"] == 40
 
 
 def test_schema_errors_name_the_key(tmp_path: Path) -> None:
@@ -45,6 +69,26 @@ def test_schema_errors_name_the_key(tmp_path: Path) -> None:
         P.load_config(path)
 
 
+def test_schedule_is_longest_job_first_and_retries_double_the_limit() -> None:
+    # Graham's example: LPT puts 3, 3 then 2, 2, 2 on two GPUs → 7 (the optimum is 6: 3+3 | 2+2+2).
+    assert P.makespan([(3, 1), (3, 1), (2, 1), (2, 1), (2, 1)], gpus=2) == 7
+    assert P.makespan([(3, 1), (2, 1)], gpus=1) == 5
+    assert P.makespan([(5, 2), (1, 1), (1, 1)], gpus=2) == 6  # a two-GPU job holds both
+    assert P.makespan([], gpus=4) == 0
+    # Attempt n may run n × runtime and resumes from the checkpoint: 60 + 120 + 180 minutes with 2 retries.
+    assert P.attempts_needed(59 * 60, 60, retries=2) == 1
+    assert P.attempts_needed(90 * 60, 60, retries=2) == 2
+    assert P.attempts_needed(360 * 60, 60, retries=2) == 3
+    assert P.attempts_needed(361 * 60, 60, retries=2) is None
+    assert P.time_used(361 * 60, 60, retries=2) == 360 * 60  # every allowed attempt ran to its limit
+    assert P.time_used(90 * 60, 60, retries=2) == 90 * 60
+
+
+def test_retries_come_from_the_slurm_profile(tmp_path: Path) -> None:
+    assert P.slurm_retries(REPO / "profiles" / "slurm" / "profile.yaml") == 2
+    assert P.slurm_retries(tmp_path / "absent.yaml") == P.DEFAULT_RETRIES
+
+
 def test_estimate_matches_an_actual_run(tmp_path: Path) -> None:
     # Data with a manifest, the plan calibrated on this CPU, then one of the planned jobs trained for real.
     make_task(tmp_path / "processed", "listops", n=(80, 24, 24))
@@ -53,19 +97,24 @@ def test_estimate_matches_an_actual_run(tmp_path: Path) -> None:
     config["grids"]["main"]["tasks"] = ["listops"]
     config["defaults"]["train"]["max_steps"] = None  # 80 / 16 = 5 steps × 2 epochs = 10
     torch.set_num_threads(1)
-    plan = P.make_plan(config, torch.device("cpu"), steps=3)
+    lines: list[str] = []
+    plan = P.make_plan(config, torch.device("cpu"), steps=3, progress=lines.append)
     (task,) = plan["tasks"]
     assert task["counts_source"] == "manifest" and task["n_train"] == 80 and task["steps_per_job"] == 10
     assert task["step_time_source"] == "calibrated" and task["device_hours"] > 0
     assert task["disk_bytes"] == 2 * (4 * task["parameters"] + P.METRICS_BYTES)
+    # One line per task calibrated, with its elapsed time, after a header.
+    assert len(lines) == 2 and lines[1].startswith("  listops:") and "s elapsed]" in lines[1]
+    # Padding of trimmed batches, from the length arrays (4-24 tokens): bucketing cuts it.
+    assert task["padding_ratio"] > 0.2 and task["padding_ratio_bucketed"] < task["padding_ratio"] / 2
 
     run_config = {
         "task": "listops",
         "variant": "none",
         "scale": "h1",
         "seed": 0,
-        "model": P._merged(config, "model", "listops"),
-        "train": {**P._merged(config, "train", "listops"), "patience": 10},
+        "model": experiment.merged(config, "model", "listops"),
+        "train": {**experiment.merged(config, "train", "listops"), "patience": 10},
     }
     _, metrics = train_in_process(run_config, tmp_path / "processed" / "listops", tmp_path / "run")
     assert metrics is not None and metrics["steps_run"] == task["steps_per_job"]
@@ -78,7 +127,8 @@ def test_estimate_matches_an_actual_run(tmp_path: Path) -> None:
         f"calibrated step {task['step_time_s']:.4f} s vs actual {metrics['median_step_time_s']:.4f} s"
     )
 
-    # Finished runs take precedence over calibration for their (task, variant, scale).
+    # Finished runs take precedence over calibration for their (task, variant, scale, setting): with every
+    # job timed by one, nothing is calibrated, and the step time shown is theirs.
     results = tmp_path / "results"
     for variant in ("none", "after_embedding"):
         out = run_dir(results / "runs", "listops", variant, "h1", "base", 0)
@@ -86,17 +136,39 @@ def test_estimate_matches_an_actual_run(tmp_path: Path) -> None:
         (out / "metrics.json").write_text(
             json.dumps({**metrics, "variant": variant, "median_step_time_s": 0.5})
         )
-    plan = P.make_plan(config, torch.device("cpu"), calibrate_tasks=False, results=results)
+    lines.clear()
+    plan = P.make_plan(config, torch.device("cpu"), results=results, progress=lines.append)
     (task,) = plan["tasks"]
-    assert task["step_time_source"] == "runs"
+    assert lines == [] and task["step_time_source"] == "runs" and task["step_time_s"] == 0.5
     evaluation = 0.5 / 16 * P.EVAL_COST * (2 * 24 + 24)
     assert task["device_hours"] == pytest.approx(2 * (10 * 0.5 + evaluation) / 3600)
+    assert plan["total"]["wall_clock_hours"] == pytest.approx(task["device_hours"])  # one GPU: in series
+    assert P.make_plan(config, torch.device("cpu"), results=results, gpus=2)["total"][
+        "wall_clock_hours"
+    ] == pytest.approx(task["device_hours"] / 2)
+
+    # A runtime too short for three attempts (1 + 2 + 3 minutes) is reported as failing.
+    config["defaults"]["resources"]["runtime"] = 1
+    slow = run_dir(results / "runs", "listops", "none", "h1", "base", 0) / "metrics.json"
+    slow.write_text(json.dumps({**metrics, "median_step_time_s": 60.0}))  # 10 steps: 10 minutes
+    plan = P.make_plan(config, torch.device("cpu"), results=results)
+    assert [job["run"][1] for job in plan["failing_jobs"]] == ["none"]
 
 
-def test_cli_prints_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_cli_prints_jobs_wall_clock_sources_and_deviations(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     from pdelra.cli import main
 
+    path = _config(tmp_path)
+    config = yaml.safe_load(path.read_text())
+    config["tasks"]["listops"]["train"] = {"length_buckets": 4}
+    path.write_text(yaml.safe_dump(config))
     out = tmp_path / "plan.json"
-    assert main(["plan", str(_config(tmp_path)), "--no-calibration", "--json", str(out)]) == 0
-    assert "listops" in capsys.readouterr().out
-    assert json.loads(out.read_text())["total"]["jobs"] == 4
+    assert main(["plan", str(path), "--no-calibration", "--gpus", "2", "--json", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "listops" in printed and "wall-clock on 2 GPUs" in printed and "requested = " in printed
+    assert "deviation: train.length_buckets is on for listops" in printed
+    saved = json.loads(out.read_text())
+    assert saved["total"]["jobs"] == 4 and saved["gpus"] == 2
+    assert saved["other_jobs"]["preprocess"] == 2

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
+from pdelra import experiment
 from pdelra import runs as run_layout
 from pdelra.aggregate import AGGREGATE_TABLES
 from pdelra.results.build import OPTIONAL_INPUTS
@@ -75,35 +76,11 @@ LOGS = f"{RESULTS}/logs"
 # ----------------------------------------------------------------------------------------------------
 # The runs: union of the selected grids, each distinct (task, variant, scale, setting, seed) once.
 # A grid's `settings` name overrides of model/train (pdelra.runs); without them its one setting is `base`.
+# The expansion is pdelra.experiment's, the same that `pdelra plan` counts.
 # ----------------------------------------------------------------------------------------------------
-def selected_settings():
-    """{setting: {"model": {...}, "train": {...}}} over the selected grids (a name means one thing)."""
-    for name in config["run_grids"]:
-        if name not in config["grids"]:
-            raise ValueError(f"run_grids names {name!r}, but grids.{name} is not defined in the config")
-    return run_layout.merge_settings(config["grids"], config["run_grids"])
-
-
 try:
-    SETTINGS = selected_settings()
-except ValueError as err:
-    config_error([str(err)])
-
-
-def selected_runs():
-    runs = set()
-    for name in config["run_grids"]:
-        grid = config["grids"][name]
-        settings = run_layout.grid_settings(grid, f"grids.{name}")
-        runs.update(product(grid["tasks"], grid["variants"], grid["scales"], settings, grid["seeds"]))
-    missing = sorted({task for task, *_ in runs} - set(config["tasks"]))
-    if missing:
-        raise ValueError(f"the selected grids use task(s) {missing} that have no entry under 'tasks'")
-    return sorted(runs)
-
-
-try:
-    RUNS = selected_runs()
+    SETTINGS = experiment.selected_settings(config)  # {setting: {"model": {...}, "train": {...}}}
+    RUNS = experiment.lra_runs(config)
 except ValueError as err:
     config_error([str(err)])
 
@@ -119,24 +96,8 @@ def all_metrics():
     return [f"{run_dir(*run)}/metrics.json" for run in RUNS]
 
 
-# The diagnose jobs: each task's runs in order, up to DIAGNOSE_RUNS_PER_JOB to a part (workflow/rules/diagnose.smk).
-DIAGNOSE_RUNS_PER_JOB = 10  # small parts: a part starts once its runs are trained, beside the rest
-
-
-def diagnose_parts():
-    """{(task, part): [run, ...]} over the selected runs; part "0", "1", … within each task."""
-    by_task = {}
-    for run in RUNS:
-        by_task.setdefault(run[0], []).append(run)
-    size = DIAGNOSE_RUNS_PER_JOB
-    return {
-        (task, str(number)): runs[start : start + size]
-        for task, runs in by_task.items()
-        for number, start in enumerate(range(0, len(runs), size))
-    }
-
-
-DIAGNOSE_PARTS = diagnose_parts()
+# The diagnose jobs: each task's runs in order, up to experiment.DIAGNOSE_RUNS_PER_JOB to a part (diagnose.smk).
+DIAGNOSE_PARTS = experiment.diagnose_parts(RUNS)
 
 
 def diagnosed_runs(wildcards):
@@ -180,22 +141,14 @@ def output_dir(wildcards, output):
 # One run's resolved config: only its own slice, so editing a task's settings reruns only its jobs.
 # ----------------------------------------------------------------------------------------------------
 def _merged(section, task):
-    return {**config["defaults"][section], **config["tasks"][task].get(section, {})}
+    return experiment.merged(config, section, task)
 
 
 @declared
 def run_config(wildcards):
     """The run config of docs/interfaces.md as compact JSON (a params value: a change reruns the job)."""
-    overrides = SETTINGS[wildcards.setting]  # defaults < task < the grid setting
-    resolved = {
-        "task": wildcards.task,
-        "variant": wildcards.variant,
-        "scale": wildcards.scale,
-        "setting": wildcards.setting,
-        "seed": int(wildcards.seed),
-        "model": {**_merged("model", wildcards.task), **overrides["model"]},
-        "train": {**_merged("train", wildcards.task), **overrides["train"]},
-    }
+    w = wildcards  # defaults < task < the grid setting
+    resolved = experiment.run_config(config, SETTINGS, w.task, w.variant, w.scale, w.setting, w.seed)
     return json.dumps(resolved, sort_keys=True, separators=(",", ":"))
 
 
@@ -220,12 +173,7 @@ def train_runtime(wildcards, attempt):
 # ----------------------------------------------------------------------------------------------------
 # Data: the archive each task comes from (real source) and its generation settings (generated source).
 # ----------------------------------------------------------------------------------------------------
-# Archive names as `pdelra extract` knows them; IMDb and CIFAR-10 are not part of the LRA release.
-TASKS_OF_SOURCE = {
-    "lra_release": ("listops", "retrieval", "pathfinder"),
-    "imdb": ("text",),
-    "cifar10": ("image",),
-}
+TASKS_OF_SOURCE = experiment.TASKS_OF_SOURCE  # the archive of each task (pdelra extract)
 
 
 def download_path(source):

@@ -15,6 +15,7 @@ BENCHMARKS = {
     "layer": "pdelra.bench.layer",
     "preprocess": "pdelra.bench.preprocess",
     "workflow-scale": "pdelra.bench.workflow_scale",
+    "buckets": "pdelra.bench.buckets",
 }
 
 

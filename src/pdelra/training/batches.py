@@ -2,6 +2,12 @@
 
 The shuffle of epoch e is a pure function of (sampler seed, e), so a resumed run needs only the epoch
 number and its position in the epoch (the step) to continue with exactly the batches it would have seen.
+
+Length-bucketed batches (`train.length_buckets: N`, off by default): the epoch's examples are ranked by
+length and cut into N buckets of equal count; each batch is drawn from one bucket (or two neighbours), and
+the batches are shuffled. Every example is still seen once per epoch, the number of batches is unchanged,
+and the order is again a pure function of (sampler seed, epoch), so resume is exact. Trimmed batches then
+carry little padding; which examples share a batch is less random than under the plain shuffle.
 """
 
 from __future__ import annotations
@@ -48,15 +54,71 @@ def epoch_order(num_examples: int, sampler_seed: int, epoch: int) -> np.ndarray:
     return torch.randperm(num_examples, generator=generator).numpy()
 
 
+def example_lengths(split: Any) -> np.ndarray:
+    """Each example's length as batching sees it: the longer of its two documents for a pair split."""
+    lengths = np.asarray(split.lengths)
+    if is_pair_split(split):
+        lengths = np.maximum(lengths, np.asarray(split.lengths2))
+    return lengths
+
+
 def eval_order(split: Any) -> np.ndarray:
     """Evaluation order: by length (stable), so that trimmed batches carry little padding.
 
     Accuracy does not depend on the order; only the speed does.
     """
-    lengths = np.asarray(split.lengths)
-    if is_pair_split(split):
-        lengths = np.maximum(lengths, np.asarray(split.lengths2))
-    return np.argsort(lengths, kind="stable")
+    return np.argsort(example_lengths(split), kind="stable")
+
+
+_BATCH_STREAM = 1  # bucketed_order's random stream, apart from epoch_order's (seed, epoch)
+
+
+def train_order(
+    split: Any, sampler_seed: int, epoch: int, batch_size: int, length_buckets: int | None = None
+) -> np.ndarray:
+    """The example order of one training epoch: `epoch_order`, or with `length_buckets` its bucketed form."""
+    order = epoch_order(len(split.labels), sampler_seed, epoch)
+    if length_buckets is None:
+        return order
+    return bucketed_order(example_lengths(split), order, batch_size, length_buckets, (sampler_seed, epoch))
+
+
+def bucketed_order(
+    lengths: np.ndarray, order: np.ndarray, batch_size: int, buckets: int, seed: tuple[int, int]
+) -> np.ndarray:
+    """`order` rearranged so that consecutive runs of `batch_size` examples have similar lengths.
+
+    The examples are ranked by length (ties in `order`'s random order) and cut into `buckets` groups of
+    equal count; within a group they keep `order`'s order. The concatenated groups are cut into batches, the
+    short batch (n mod batch_size examples) at a random place so no length range is always in it, and the
+    full batches are shuffled; the short batch comes last, as in `iterate_batches`. `seed` = (sampler seed,
+    epoch) draws the two random choices, from a stream apart from `epoch_order`'s.
+    """
+    n = len(order)
+    position = np.empty(n, dtype=np.int64)
+    position[order] = np.arange(n)
+    ranked = order[np.argsort(np.asarray(lengths)[order], kind="stable")]
+    bounds = np.linspace(0, n, min(buckets, n) + 1).round().astype(np.int64)
+    grouped = np.concatenate([group[np.argsort(position[group])] for group in np.split(ranked, bounds[1:-1])])
+    rng = np.random.default_rng(np.random.SeedSequence([*seed, _BATCH_STREAM]))
+    full, short = divmod(n, batch_size)
+    cut = int(rng.integers(0, full + 1)) * batch_size  # the short batch starts here in `grouped`
+    rest = np.concatenate([grouped[:cut], grouped[cut + short :]]).reshape(full, batch_size)
+    return np.concatenate([rest[rng.permutation(full)].reshape(-1), grouped[cut : cut + short]])
+
+
+def padding_ratio(lengths: list[np.ndarray], order: np.ndarray, batch_size: int) -> float:
+    """Padding tokens ÷ real tokens of one epoch's trimmed batches of `order` (0 = no padding).
+
+    `lengths` holds one array per document of an example (two for retrieval): each is trimmed by itself."""
+    padded = real = 0
+    for begin in range(0, len(order), batch_size):
+        rows = order[begin : begin + batch_size]
+        for doc in lengths:
+            batch = np.asarray(doc)[rows]
+            padded += int(batch.max(initial=0)) * len(rows)
+            real += int(batch.sum())
+    return (padded - real) / max(real, 1)
 
 
 def make_batch(split: Any, indices: np.ndarray, to_device: Callable[[torch.Tensor], torch.Tensor]) -> Batch:

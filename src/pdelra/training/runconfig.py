@@ -104,6 +104,7 @@ SCHEMA: dict[str, Any] = {
                 "checkpoint_every_steps": _NULL_OR_POS_INT,
                 "debug_nan_at_step": _NULL_OR_POS_INT,
                 "micro_batch_size": _NULL_OR_POS_INT,
+                "length_buckets": {"type": ["integer", "null"], "minimum": 2},
             },
         },
     },
@@ -135,6 +136,9 @@ class TrainConfig:
     # step with the same effective batch (same loss and update up to float rounding). None: the whole batch.
     # Optional and not filled in by default, so configs without it keep their hash.
     micro_batch_size: int | None = None
+    # Draw each batch from one of this many buckets of similar length (pdelra.training.batches): less padding,
+    # the same examples per epoch. None: the plain seeded shuffle. Optional and not filled in, like the above.
+    length_buckets: int | None = None
 
 
 @dataclass(frozen=True)

@@ -182,7 +182,7 @@ class _Trainer:
         """Train the rest of the current epoch; False when a signal asks to stop (the caller checkpoints)."""
         st, tc = self.state, self.tc
         train = self.splits["train"]
-        order = B.epoch_order(len(train.labels), self.seeds.sampler, st.epoch)
+        order = B.train_order(train, self.seeds.sampler, st.epoch, tc.batch_size, tc.length_buckets)
         self.model.train()
         for batch in B.iterate_batches(train, order, tc.batch_size, self.dev.to_device, st.batch_in_epoch):
             if tc.max_steps is not None and st.global_step >= tc.max_steps:

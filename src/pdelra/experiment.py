@@ -1,0 +1,209 @@
+"""The experiment a workflow config describes: its runs, their resolved configs, and every job of the DAG.
+
+One expansion, shared by the workflow (workflow/rules/common.smk takes its runs, settings, per-run configs and
+diagnose parts from here) and `pdelra plan` (which counts and prices the same jobs), so that a count has one
+source. `tests/test_plan.py` checks `workflow_jobs` against the job table of a real `snakemake -n`.
+
+Jobs come in two kinds:
+- training jobs (`training_jobs`): one per run of a training rule, each with the resources it asks for (GPUs,
+  minutes for the first attempt: a retry asks for attempt × runtime). `TRAINING_RULES` lists the rules and the
+  function expanding each: `train` (the LRA runs of every grid in `run_grids`) and `lm_train` (PhysQK-AD's
+  LM). A new training rule (e.g. Continuous-Time Attention's own experiments) adds one entry there and
+  its rule;
+- the other jobs (`other_jobs`): data preparation, diagnostics, tables, report and DVC, counted per rule.
+
+This module imports nothing heavy (Snakemake imports it while it parses the workflow).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from itertools import product
+from typing import Any
+
+from pdelra import runs as run_layout
+from pdelra.lm import grid as lm_grid
+
+Run = tuple[str, str, str, str, int]  # (task, variant, scale, setting, seed): pdelra.runs.RUN_KEYS
+
+# Archive names as `pdelra extract` knows them; IMDb and CIFAR-10 are not part of the LRA release.
+TASKS_OF_SOURCE = {
+    "lra_release": ("listops", "retrieval", "pathfinder"),
+    "imdb": ("text",),
+    "cifar10": ("image",),
+}
+# The diagnose jobs: each task's runs in order, up to this many to a part (workflow/rules/diagnose.smk). Small
+# parts: a part starts once its runs are trained, beside the rest.
+DIAGNOSE_RUNS_PER_JOB = 10
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The LRA runs of the selected grids
+
+
+def merged(config: Mapping[str, Any], section: str, task: str) -> dict[str, Any]:
+    """`defaults.{section}` overridden by `tasks.{task}.{section}` (model, train or resources)."""
+    return {**config["defaults"].get(section, {}), **config["tasks"][task].get(section, {})}
+
+
+def selected_settings(config: Mapping[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """{setting: {"model": {...}, "train": {...}}} over the selected grids (a name means one thing).
+
+    ValueError names a grid that `run_grids` selects but `grids` lacks, or a setting declared twice."""
+    for name in config["run_grids"]:
+        if name not in config.get("grids", {}):
+            raise ValueError(f"run_grids names {name!r}, but grids.{name} is not defined in the config")
+    return run_layout.merge_settings(config["grids"], config["run_grids"])
+
+
+def lra_runs(config: Mapping[str, Any]) -> list[Run]:
+    """Each distinct (task, variant, scale, setting, seed) of the selected grids once, sorted.
+
+    ValueError names the tasks a grid uses that have no entry under `tasks`."""
+    selected_settings(config)  # the grids exist and their settings agree
+    runs: set[Run] = set()
+    for name in config["run_grids"]:
+        grid = config["grids"][name]
+        settings = run_layout.grid_settings(grid, f"grids.{name}")
+        runs.update(product(grid["tasks"], grid["variants"], grid["scales"], settings, grid["seeds"]))
+    missing = sorted({task for task, *_ in runs} - set(config["tasks"]))
+    if missing:
+        raise ValueError(f"the selected grids use task(s) {missing} that have no entry under 'tasks'")
+    return sorted(runs)
+
+
+def run_config(
+    config: Mapping[str, Any],
+    settings: Mapping[str, Mapping[str, Mapping[str, Any]]],
+    task: str,
+    variant: str,
+    scale: str,
+    setting: str,
+    seed: int | str,
+) -> dict[str, Any]:
+    """One LRA run's config (docs/interfaces.md, "Run config"): defaults < task < the grid setting."""
+    overrides = settings[setting]
+    return {
+        "task": task,
+        "variant": variant,
+        "scale": scale,
+        "setting": setting,
+        "seed": int(seed),
+        "model": {**merged(config, "model", task), **overrides["model"]},
+        "train": {**merged(config, "train", task), **overrides["train"]},
+    }
+
+
+def diagnose_parts(runs: list[Run], size: int = DIAGNOSE_RUNS_PER_JOB) -> dict[tuple[str, str], list[Run]]:
+    """{(task, part): [run, ...]}: each task's runs in order, `size` to a part; parts "0", "1", … per task."""
+    by_task: dict[str, list[Run]] = {}
+    for run in runs:
+        by_task.setdefault(run[0], []).append(run)
+    return {
+        (task, str(number)): task_runs[start : start + size]
+        for task, task_runs in by_task.items()
+        for number, start in enumerate(range(0, len(task_runs), size))
+    }
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Training jobs
+
+
+@dataclass(frozen=True)
+class TrainingJob:
+    """One job of a training rule: its run, resolved run config and the resources it asks for."""
+
+    rule: str
+    run: Run
+    config: Mapping[str, Any]  # the run config its rule passes (model, train, …)
+    gpus: int
+    runtime_min: int  # the first attempt's limit; attempt n asks for n × this
+
+    @property
+    def task(self) -> str:
+        return self.run[0]
+
+
+def lra_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
+    """The `train` rule's jobs (workflow/rules/train.smk)."""
+    settings = selected_settings(config)
+    jobs = []
+    for run in lra_runs(config):
+        resources = merged(config, "resources", run[0])
+        resolved = run_config(config, settings, *run)
+        jobs.append(TrainingJob("train", run, resolved, resources["gpu"], resources["runtime"]))
+    return jobs
+
+
+def lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
+    """The `lm_train` rule's jobs (workflow/rules/lm.smk); none without an `lm` section."""
+    lm = config.get("lm")
+    if not lm:
+        return []
+    gpus, runtime = lm["resources"]["gpu"], lm["resources"]["runtime"]
+    return [
+        TrainingJob("lm_train", run, json.loads(lm_grid.run_config(lm, *run)), gpus, runtime)
+        for run in lm_grid.runs(lm)
+    ]
+
+
+@dataclass(frozen=True)
+class TrainingRule:
+    expand: Callable[[Mapping[str, Any]], list[TrainingJob]]  # the rule's jobs from the config
+    runs_dir: str  # where its run folders live under results/{experiment} (pdelra.runs layout)
+
+
+# Every training rule: its jobs and where its runs are (as its .smk file has them). A job's data is the folder
+# {processed_dir}/{task} (for the LM, task = lm_{corpus}).
+TRAINING_RULES: dict[str, TrainingRule] = {
+    "train": TrainingRule(lra_training_jobs, "runs"),
+    "lm_train": TrainingRule(lm_training_jobs, "lm/runs"),
+}
+
+
+def training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
+    """The jobs of every training rule, rule by rule."""
+    return [job for rule in TRAINING_RULES.values() for job in rule.expand(config)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The other jobs
+
+
+def data_tasks(config: Mapping[str, Any]) -> set[str]:
+    """Tasks whose raw data the DAG needs: the LRA runs' tasks and the LM's corpus (it reads raw text)."""
+    tasks = {task for task, *_ in lra_runs(config)}
+    if config.get("lm"):
+        tasks.add(config["lm"]["corpus"])
+    return tasks
+
+
+def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
+    """{rule: jobs} of every rule that is not a training rule, as a fresh `snakemake -n` plans them."""
+    runs = lra_runs(config)
+    jobs: dict[str, int] = {}
+    raw = data_tasks(config)
+    if config["data"]["source"] == "generated":
+        jobs["generate"] = len(raw)
+    else:
+        sources = [source for source, tasks in TASKS_OF_SOURCE.items() if raw & set(tasks)]
+        jobs["fetch"] = len(sources)
+        jobs.update({f"extract_{source}": 1 for source in sources})
+    jobs["preprocess"] = len({task for task, *_ in runs})
+    if config.get("lm"):
+        jobs.update(lm_prepare=1, lm_aggregate=1)
+    jobs.update(
+        diagnose=len(diagnose_parts(runs)), diagnostics_table=1, aggregate=1, report=1, version=1, all=1
+    )
+    return {rule: count for rule, count in jobs.items() if count}
+
+
+def workflow_jobs(config: Mapping[str, Any]) -> dict[str, int]:
+    """{rule: jobs} of the whole DAG (training rules first): what `snakemake -n` lists from scratch."""
+    counts: dict[str, int] = {}
+    for job in training_jobs(config):
+        counts[job.rule] = counts.get(job.rule, 0) + 1
+    return {**counts, **other_jobs(config)}
