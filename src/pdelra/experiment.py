@@ -196,7 +196,13 @@ def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
     if config.get("lm"):
         jobs.update(lm_prepare=1, lm_aggregate=1)
     jobs.update(
-        diagnose=len(diagnose_parts(runs)), diagnostics_table=1, aggregate=1, report=1, version=1, all=1
+        diagnose=len(diagnose_parts(runs)),
+        diagnostics_table=1,
+        data_summary=1,
+        aggregate=1,
+        report=1,
+        version=1,
+        all=1,
     )
     return {rule: count for rule, count in jobs.items() if count}
 
