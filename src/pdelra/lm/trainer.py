@@ -128,7 +128,7 @@ def validate_lm_run_config(config: Any, source: str = "LM run config") -> dict[s
 
 class _LMRun:
     def __init__(self, cfg: dict[str, Any], data_dir: Path, out_dir: Path, ckpt_dir: Path) -> None:
-        from pdelra.data.store import load_split, manifest_hash, read_manifest
+        from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
         from pdelra.lm.model import CausalLM, LMConfig
 
         self.started = time.monotonic()
@@ -138,7 +138,10 @@ class _LMRun:
         if manifest["task"] != cfg["task"]:
             raise RunConfigError(f"run config task {cfg['task']!r} but {data_dir} holds {manifest['task']!r}")
         self.manifest = manifest
-        self.splits = {s: np.asarray(load_split(data_dir, s).tokens) for s in ("train", "val", "test")}
+        splits = {s: load_split(data_dir, s) for s in ("train", "val", "test")}
+        for name, split in splits.items():  # labels are document indices here, not classes: not checked
+            check_values(data_dir, name, split, manifest, labels=False)
+        self.splits = {name: np.asarray(split.tokens) for name, split in splits.items()}
         self.seeds = derive_seeds(cfg["seed"])
         self.dev = setup_device(self.tc["num_threads"])
         seed_everything(self.seeds)

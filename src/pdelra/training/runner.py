@@ -106,7 +106,7 @@ class _Trainer:
     def __init__(
         self, cfg: RunConfig, data_dir: Path, out_dir: Path, ckpt_dir: Path, interrupted: InterruptFlag
     ) -> None:
-        from pdelra.data.store import load_split, manifest_hash, read_manifest
+        from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
 
         self.started = time.monotonic()
         self.cfg, self.tc = cfg, cfg.train
@@ -119,6 +119,8 @@ class _Trainer:
             )
         self.data_hash = manifest_hash(data_dir)
         self.splits = {name: load_split(data_dir, name) for name in ("train", "val", "test")}
+        for name, split in self.splits.items():  # a bad value fails here, naming its file, not in torch
+            check_values(data_dir, name, split, self.manifest)
         self.two_tower = B.is_pair_split(self.splits["train"])
 
         self.seeds = derive_seeds(cfg.seed)
