@@ -114,3 +114,43 @@ def test_bench_refuses_a_number_it_cannot_use_naming_the_flag_and_value(
     message = capsys.readouterr().err.strip().splitlines()[-1]
     assert f"error: argument {flag}: " in message
     assert argv[-1] in message
+
+
+# ------------------------------------------------------------------------------------------ generate listops
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        ({"min_length": 10, "max_length": 11}, "min_length=10 and max_length=11 leave no length strictly"),
+        ({"min_length": 500, "max_length": 2000, "max_depth": 4, "max_args": 5},
+         "max_depth=4 and max_args=5 has a length strictly between min_length=500 and max_length=2000: the "
+         "longest has 187 tokens: raise max_depth or max_args, or lower min_length"),
+        ({"min_length": 1, "max_length": 4}, "raise max_length or lower min_length (lengths 2 and 3 never"),
+        ({"max_args": 1}, "need max_depth >= 1 and max_args >= 2"),
+        ({"n_val": -1}, "n_val must be >= 0, got -1"),
+    ],
+)  # fmt: skip
+def test_generate_listops_refuses_bounds_it_cannot_meet_up_front_naming_the_setting(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, params: dict[str, int], expected: str
+) -> None:
+    out = tmp_path / "raw" / "listops"
+    assert main(["generate", "listops", "--out", str(out), "--params", json.dumps(params)]) == 1
+    line = one_error_line(caplog)
+    assert line.startswith(
+        "generation setting for listops (--params, or data.generate.listops in the config)"
+    )
+    assert expected in line
+    assert not out.exists()
+
+
+def test_rare_listops_bounds_end_with_the_bound_to_relax() -> None:
+    """Bounds that a few trees meet, but fewer distinct ones than asked for: say so, not a traceback."""
+    from pdelra.data.errors import DataError
+    from pdelra.data.listops import generate_rows
+
+    # Length 4 exactly: an operator over two values, 4 × 10 × 10 = 400 distinct trees, far fewer than 500.
+    with pytest.raises(
+        DataError, match=r"only 400 of 500 distinct .* fewer distinct trees: widen min_length"
+    ):
+        generate_rows(500, seed=0, min_length=3, max_length=5, max_depth=2, max_args=2)
