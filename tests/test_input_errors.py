@@ -154,3 +154,57 @@ def test_rare_listops_bounds_end_with_the_bound_to_relax() -> None:
         DataError, match=r"only 400 of 500 distinct .* fewer distinct trees: widen min_length"
     ):
         generate_rows(500, seed=0, min_length=3, max_length=5, max_depth=2, max_args=2)
+
+
+# -------------------------------------------------------------------------------------------- config check
+
+
+def _check(tmp_path: Path, config: dict[str, Any], capsys: pytest.CaptureFixture[str]) -> list[str]:
+    """`pdelra config check` on `config` written to a file: its exit status 1 and its problem lines."""
+    import yaml
+
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    assert main(["config", "check", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == f"Invalid config ({path}):"
+    return [line.removeprefix(f"  - {path}: ") for line in out[1:]]
+
+
+@pytest.fixture
+def demo() -> dict[str, Any]:
+    import yaml
+
+    return yaml.safe_load((Path(__file__).parents[1] / "config" / "demo.yaml").read_text())
+
+
+def test_config_check_refuses_what_the_workflow_would_refuse_or_fail_on_later(
+    tmp_path: Path, demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each of these passed as "valid" once: the schema alone allows them."""
+    heads = json.loads(json.dumps(demo))
+    heads["tasks"]["listops"]["model"] = {"n_heads": 3}
+    assert _check(tmp_path, heads, capsys) == [
+        "tasks.listops.model.n_heads: 3 does not divide d_model 32 (defaults.model.d_model)"
+    ]
+    grid = json.loads(json.dumps(demo))
+    grid["run_grids"] = ["main", "mian"]
+    assert _check(tmp_path, grid, capsys) == [
+        "run_grids[1]: 'mian' is not a grid; the config's grids are: main, multiscale, related, cta"
+    ]
+    empty = json.loads(json.dumps(demo))
+    empty["data"]["generate"]["listops"]["n_val"] = 0
+    assert _check(tmp_path, empty, capsys) == [
+        "'data.generate.listops.n_val': 0 is less than the minimum of 1"
+    ]
+
+
+def test_config_check_refuses_lm_heads_and_generation_bounds_no_job_could_meet(
+    tmp_path: Path, demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
+) -> None:
+    demo["lm"]["model"]["n_heads"] = 5
+    demo["data"]["generate"]["listops"]["max_length"] = 21  # min_length 20: no length strictly between
+    problems = _check(tmp_path, demo, capsys)
+    assert problems[0] == "lm.model.n_heads: 5 does not divide d_model 32 (lm.model.d_model)"
+    assert problems[1].startswith("generation setting for listops (--params, or data.generate.listops")
+    assert "min_length=20 and max_length=21 leave no length strictly between them" in problems[1]

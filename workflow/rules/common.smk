@@ -11,8 +11,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from pdelra import runs as run_layout
-from pdelra.config_check import load_schema, schema_problems, yaml_problem
-from pdelra.model import ModelConfig
+from pdelra.config_check import TASKS_OF_SOURCE, config_problems, load_schema, yaml_problem
 
 try:
     from snakemake.common import overwrite_function_params
@@ -43,8 +42,10 @@ REPORT_NOTEBOOK = "workflow/notebooks/report.ipynb"
 
 
 # ----------------------------------------------------------------------------------------------------
-# Validation: fail before any job with a message that names the key and the allowed values. Errors are
-# printed without a traceback (it would only show lines of this file) and stop Snakemake with status 1.
+# Validation: fail before any job with a message that names the key and the allowed values. One function,
+# pdelra.config_check.config_problems, makes every check (schema, grids, settings, models, data settings),
+# the same that `pdelra config check` makes. Errors are printed without a traceback (it would only show
+# lines of this file) and stop Snakemake with status 1.
 # ----------------------------------------------------------------------------------------------------
 def config_error(problems):
     """Print every problem of the config (a line each) and stop before the DAG is built."""
@@ -54,14 +55,8 @@ def config_error(problems):
     sys.exit(1)
 
 
-def check_config(cfg):
-    """Stop with every schema violation listed in plain words (pdelra.config_check)."""
-    problems = schema_problems(cfg, load_schema(SCHEMA))
-    if problems:
-        config_error(problems)
-
-
-check_config(config)
+if _problems := config_problems(config, load_schema(SCHEMA)):
+    config_error(_problems)
 validate(config, schema=str(SCHEMA), set_default=True)  # fills the schema's defaults in place
 
 RESULTS = f"results/{config['experiment']}"
@@ -74,18 +69,7 @@ LOGS = f"{RESULTS}/logs"
 # The runs: union of the selected grids, each distinct (task, variant, scale, setting, seed) once.
 # A grid's `settings` name overrides of model/train (pdelra.runs); without them its one setting is `base`.
 # ----------------------------------------------------------------------------------------------------
-def selected_settings():
-    """{setting: {"model": {...}, "train": {...}}} over the selected grids (a name means one thing)."""
-    for name in config["run_grids"]:
-        if name not in config["grids"]:
-            raise ValueError(f"run_grids names {name!r}, but grids.{name} is not defined in the config")
-    return run_layout.merge_settings(config["grids"], config["run_grids"])
-
-
-try:
-    SETTINGS = selected_settings()
-except ValueError as err:
-    config_error([str(err)])
+SETTINGS = run_layout.merge_settings(config["grids"], config["run_grids"])  # {setting: {"model", "train"}}
 
 
 def selected_runs():
@@ -94,16 +78,10 @@ def selected_runs():
         grid = config["grids"][name]
         settings = run_layout.grid_settings(grid, f"grids.{name}")
         runs.update(product(grid["tasks"], grid["variants"], grid["scales"], settings, grid["seeds"]))
-    missing = sorted({task for task, *_ in runs} - set(config["tasks"]))
-    if missing:
-        raise ValueError(f"the selected grids use task(s) {missing} that have no entry under 'tasks'")
     return sorted(runs)
 
 
-try:
-    RUNS = selected_runs()
-except ValueError as err:
-    config_error([str(err)])
+RUNS = selected_runs()
 
 
 RUN_PATTERN = run_layout.RUN_PATTERN  # {task}/{variant}/{scale}/{setting}/seed{seed}: rule wildcards
@@ -218,14 +196,6 @@ def train_runtime(wildcards, attempt):
 # ----------------------------------------------------------------------------------------------------
 # Data: the archive each task comes from (real source) and its generation settings (generated source).
 # ----------------------------------------------------------------------------------------------------
-# Archive names as `pdelra extract` knows them; IMDb and CIFAR-10 are not part of the LRA release.
-TASKS_OF_SOURCE = {
-    "lra_release": ("listops", "retrieval", "pathfinder"),
-    "imdb": ("text",),
-    "cifar10": ("image",),
-}
-
-
 def download_path(source):
     return f"{RAW}/downloads/{source}.tar.gz"
 
@@ -267,46 +237,6 @@ def parent_dir(path):
 
 def manifest(task):
     return f"{PROCESSED}/{task}/manifest.json"
-
-
-# ----------------------------------------------------------------------------------------------------
-# What the schema cannot see: each selected run's model must exist as configured (else a variant could
-# silently train the baseline, or every job fail on the cluster), and real data needs its downloads.
-# ----------------------------------------------------------------------------------------------------
-def model_problems():
-    """One line per (grid, task, variant, setting) whose model ModelConfig refuses (its own checks)."""
-    problems = {}
-    for name in config["run_grids"]:
-        grid = config["grids"][name]
-        settings = run_layout.grid_settings(grid)
-        combinations = product(grid["tasks"], grid["variants"], grid["scales"], settings)
-        for task, variant, scale, setting in combinations:
-            model = {**_merged("model", task), **SETTINGS[setting]["model"]}
-            try:
-                ModelConfig(vocab_size=2, num_classes=2, max_length=1, variant=variant, scale=scale, **model)
-            except (TypeError, ValueError) as err:
-                where = f"grids.{name}: task {task} (defaults.model < tasks.{task}.model"
-                where += f" < setting {setting})" if setting != run_layout.BASE_SETTING else ")"
-                problems.setdefault(str(err), where)
-    return [f"{where}: {message}" for message, where in problems.items()]
-
-
-def data_problems():
-    if config["data"]["source"] != "real":
-        return []
-    tasks = {task for task, *_ in RUNS}
-    downloads = config["data"].get("downloads") or {}
-    return [
-        f"data.source is real, so data.downloads.{source} (url, md5) is needed for task(s) "
-        f"{', '.join(sorted(tasks & set(of)))}; or set data.source: generated"
-        for source, of in TASKS_OF_SOURCE.items()
-        if tasks & set(of) and source not in downloads
-    ]
-
-
-_problems = model_problems() + data_problems()
-if _problems:
-    config_error(_problems)
 
 
 # ----------------------------------------------------------------------------------------------------
