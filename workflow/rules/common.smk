@@ -186,6 +186,14 @@ def task_resource(name):
 
 
 @declared
+def job_device(wildcards, resources):
+    """`--device` of a training job: cuda when it reserved a GPU (resources.gpu >= 1), else cpu. A CPU job
+    never takes the card from a GPU job, and a GPU job without CUDA stops before training (pdelra train
+    --help; PDELRA_ALLOW_CPU=1 allows the CPU on purpose)."""
+    return "cuda" if resources.gpu else "cpu"
+
+
+@declared
 def train_runtime(wildcards, attempt):
     """Minutes: the configured runtime times the attempt, so a retry after a time-out gets longer."""
     return _merged("resources", wildcards.task)["runtime"] * attempt

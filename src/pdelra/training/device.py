@@ -1,8 +1,14 @@
 """One device decision for a run, and everything that follows from it.
 
-CUDA is used whenever it is present; the runner never asks "are we on CUDA?" itself, it asks the
-`DeviceSetup` for an autocast context, for batch transfer, and for peak memory. The CUDA branches cannot
-be exercised on the CPU-only development machines, so each is a single, plain library call.
+The run asks for `cuda`, `cpu` or `auto` (CUDA when present). The workflow asks for `cuda` exactly when the
+job reserved a GPU (its `gpu` resource), and for `cpu` otherwise, so a CPU job never shares the card with a
+GPU job. A job that asked for CUDA where there is none stops before training, unless the CPU is allowed on
+purpose (`--allow-cpu`, or PDELRA_ALLOW_CPU=1 in the environment): a paper-sized run on the CPU would
+otherwise go unnoticed for days, its only trace a "device: cpu" log line.
+
+The runner never asks "are we on CUDA?" itself, it asks the `DeviceSetup` for an autocast context, for batch
+transfer, and for peak memory. The CUDA branches cannot be exercised on the CPU-only development machines, so
+each is a single, plain library call.
 """
 
 from __future__ import annotations
@@ -17,7 +23,17 @@ from dataclasses import dataclass
 
 import torch
 
+from pdelra.errors import UserError
+
 log = logging.getLogger(__name__)
+
+ALLOW_CPU_ENV = (
+    "PDELRA_ALLOW_CPU"  # set to 1: a run that asked for CUDA trains on the CPU where there is none
+)
+
+
+class DeviceError(UserError):
+    """The run asked for a device this machine does not have."""
 
 
 def cpu_threads(requested: int | None) -> int:
@@ -85,9 +101,33 @@ class DeviceSetup:
         return int(peak if platform.system() == "Darwin" else peak * 1024), "cpu_peak_rss"
 
 
-def setup_device(num_threads: int | None) -> DeviceSetup:
-    """Choose the device for this process (CUDA when available) and configure it."""
+def cpu_allowed(flag: bool = False) -> bool:
+    """True when a run that asked for CUDA may fall back to the CPU: `--allow-cpu` or PDELRA_ALLOW_CPU=1."""
+    return flag or os.environ.get(ALLOW_CPU_ENV, "").strip() not in ("", "0")
+
+
+def choose_device(requested: str = "auto", allow_cpu: bool = False) -> str:
+    """'cuda' or 'cpu' for a run that asked for `requested` (pdelra.training.cli.DEVICES); DeviceError when
+    it asked for CUDA, there is none, and the CPU is not allowed on purpose."""
+    if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
+        return "cpu"
     if torch.cuda.is_available():
+        return "cuda"
+    build = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+    if cpu_allowed(allow_cpu):
+        log.warning("this run asked for a GPU but there is none (torch %s, %s): training on the CPU, as "
+                    "allowed by --allow-cpu or %s", torch.__version__, build, ALLOW_CPU_ENV)  # fmt: skip
+        return "cpu"
+    raise DeviceError(
+        f"this run asked for a GPU (--device cuda: the workflow asks for one when the job's resources.gpu "
+        f"is >= 1) but torch finds no CUDA device (torch {torch.__version__}, {build}); to train on the CPU "
+        f"on purpose set {ALLOW_CPU_ENV}=1 or pass --allow-cpu, or set resources.gpu: 0 in the config"
+    )
+
+
+def setup_device(num_threads: int | None, requested: str = "auto", allow_cpu: bool = False) -> DeviceSetup:
+    """Choose the device for this process (`choose_device`) and configure it."""
+    if choose_device(requested, allow_cpu) == "cuda":
         device = torch.device("cuda", torch.cuda.current_device())
         torch.cuda.reset_peak_memory_stats(device)
         # TF32 for the fp32 work autocast leaves alone (optimizer, norms), as was default in the paper's era.
