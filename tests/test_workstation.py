@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, load_config, make_workspace, run_snakemake
+from conftest import REPO, run_snakemake
 from test_training import make_task, run_config
 
 from pdelra.cli import main
@@ -74,23 +74,6 @@ def test_the_workstation_profile_runs_one_gpu_job_at_a_time_and_cpu_jobs_beside_
     assert not any(_overlap(a, b) for i, a in enumerate(gpu) for b in gpu[i + 1 :]), times
     # The CPU job did not wait for the card (and the overlap test can see jobs that ran at once).
     assert any(_overlap(times["cpu"], a) for a in gpu), times
-
-
-def test_training_jobs_ask_for_the_device_of_their_gpu_resource(tmp_path: Path) -> None:
-    """The CPU configs ask for no GPU and get --device cpu; a task with gpu: 1 gets --device cuda."""
-    config = load_config("tiny")
-    config["tasks"]["retrieval"]["resources"] = {"gpu": 1}
-    workspace = make_workspace(tmp_path / "ws", config)
-    proc = run_snakemake(
-        workspace, "-n", "-p", "--profile", "profiles/workstation", "--workflow-profile", "none", timeout=120
-    )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out
-    commands = [line for line in out.splitlines() if "pdelra train " in line]
-    assert len(commands) == 4, out
-    for line in commands:
-        expected = "--device cuda" if "--data data/processed/retrieval" in line else "--device cpu"
-        assert expected in line, line
 
 
 # ------------------------------------------------------------------------------------- the no-CUDA refusal
