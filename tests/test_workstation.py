@@ -120,3 +120,23 @@ def test_cuda_is_used_when_asked_for_and_present(monkeypatch: pytest.MonkeyPatch
     assert D.choose_device("cuda") == "cuda"
     assert D.choose_device("auto") == "cuda"
     assert D.choose_device("cpu") == "cpu"  # a job that reserved no GPU leaves the card alone
+
+
+def test_jobs_sharing_a_machine_with_two_cards_take_one_card_each(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """With --resources gpu=2 Snakemake runs two GPU jobs at once without saying which card is whose."""
+    import types
+
+    monkeypatch.setattr(D.torch.cuda, "device_count", lambda: 2)
+    monkeypatch.setattr(
+        D.torch.cuda, "get_device_properties", lambda i: types.SimpleNamespace(uuid=f"card{i}")
+    )
+    monkeypatch.setenv(D.GPU_LOCK_DIR_ENV, str(tmp_path))
+    monkeypatch.setattr(D, "_HELD_CARDS", [])
+    assert [D.claim_cuda_device(), D.claim_cuda_device()] == [0, 1]  # each flock is a job's process
+    assert D.claim_cuda_device() == 0  # all taken: share the first rather than fail
+    D._HELD_CARDS[0].close()  # the first job ended: its card is free again
+    assert D.claim_cuda_device() == 0
+    for handle in D._HELD_CARDS:
+        handle.close()

@@ -14,12 +14,16 @@ each is a single, plain library call.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import platform
 import resource
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
 
 import torch
 
@@ -27,9 +31,10 @@ from pdelra.errors import UserError
 
 log = logging.getLogger(__name__)
 
-ALLOW_CPU_ENV = (
-    "PDELRA_ALLOW_CPU"  # set to 1: a run that asked for CUDA trains on the CPU where there is none
-)
+# Set to 1: a run that asked for CUDA trains on the CPU where there is none.
+ALLOW_CPU_ENV = "PDELRA_ALLOW_CPU"
+GPU_LOCK_DIR_ENV = "PDELRA_GPU_LOCK_DIR"  # where the per-card lock files live (default: the temp folder)
+_HELD_CARDS: list[IO[str]] = []  # the lock of the card this process trains on, held until it exits
 
 
 class DeviceError(UserError):
@@ -128,7 +133,8 @@ def choose_device(requested: str = "auto", allow_cpu: bool = False) -> str:
 def setup_device(num_threads: int | None, requested: str = "auto", allow_cpu: bool = False) -> DeviceSetup:
     """Choose the device for this process (`choose_device`) and configure it."""
     if choose_device(requested, allow_cpu) == "cuda":
-        device = torch.device("cuda", torch.cuda.current_device())
+        device = torch.device("cuda", claim_cuda_device())
+        torch.cuda.set_device(device)
         torch.cuda.reset_peak_memory_stats(device)
         # TF32 for the fp32 work autocast leaves alone (optimizer, norms), as was default in the paper's era.
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -140,6 +146,31 @@ def setup_device(num_threads: int | None, requested: str = "auto", allow_cpu: bo
         setup = DeviceSetup(torch.device("cpu"), _cpu_name(), threads)
     log.info("device: %s%s", setup.name, f" ({setup.threads} threads)" if setup.threads else "")
     return setup
+
+
+def claim_cuda_device() -> int:
+    """The index of a visible CUDA device that no other pdelra process on this machine trains on.
+
+    Snakemake rations cards as a count (`--resources gpu=2`) but does not say which card a job holds, so
+    each job takes the first card whose lock file it can lock (flock: the kernel releases it when the process
+    ends, however it ends). With one visible device (a Slurm job, a one-card workstation) that is device 0.
+    """
+    count = torch.cuda.device_count()
+    if count <= 1:
+        return 0
+    folder = Path(os.environ.get(GPU_LOCK_DIR_ENV) or tempfile.gettempdir())
+    for index in range(count):
+        card = torch.cuda.get_device_properties(index).uuid  # the same card under any CUDA_VISIBLE_DEVICES
+        handle = open(folder / f"pdelra-cuda-{card}.lock", "a")  # noqa: SIM115 (held for the process's life)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        _HELD_CARDS.append(handle)
+        return index
+    log.warning("all %d CUDA devices are in use by other pdelra processes: sharing device 0", count)
+    return 0
 
 
 def _cpu_name() -> str:
