@@ -114,33 +114,33 @@ def to_string(tree: Tree) -> str:
     return str(tree)
 
 
-def reachable_lengths(max_depth: int, max_args: int, below: int) -> set[int]:
+def reachable_lengths(max_depth: int, max_args: int, below: int, stop_above: int | None = None) -> set[int]:
     """Every length < `below` that generate_tree can return (not every length is: 2 and 3 never are).
 
-    A bitset per depth, from the leaves up: a value has length 1; an operator adds 2 to the lengths of its
-    2…max_args operands. Capped at `below`, so LRA's unbounded depth-10 lengths stay cheap to enumerate.
+    An indicator array per depth, from the leaves up: a value has length 1; an operator adds 2 to the summed
+    lengths of its 2…max_args operands (a sumset: a convolution of indicators, by FFT). Capped at `below`,
+    so LRA's unbounded depth-10 lengths stay cheap to enumerate. With `stop_above`, the lengths of the
+    first (shallowest) level that reaches beyond it: enough to ask whether any length there is reachable.
     """
-    mask = (1 << below) - 1
-    lengths = 1 << 1 if below > 1 else 0  # at max_depth a node is always a value
+    size = 1 << max(2 * below - 1, 1).bit_length()  # no wrap-around of sums below `below`
+    lengths = np.zeros(below, dtype=bool)
+    lengths[1:2] = True  # at max_depth a node is always a value
     for _ in range(max_depth - 1):
-        operands, sums = 1, 0  # sums of k operand lengths, k = 0 first
+        spectrum = np.fft.rfft(lengths, size)
+        operands = np.zeros(below, dtype=bool)
+        operands[0] = True  # the sum of no operands
+        sums = np.zeros(below, dtype=bool)
         for count in range(1, max_args + 1):
-            operands = _sumset(operands, lengths) & mask
+            # The convolution counts ways to reach each sum: integers, so 0.5 separates "none" from "some".
+            operands = np.fft.irfft(np.fft.rfft(operands, size) * spectrum, size)[:below] > 0.5
             if count >= 2:
                 sums |= operands
-        lengths = ((1 << 1) | (sums << 2)) & mask
-    return {length for length in range(below) if lengths >> length & 1}
-
-
-def _sumset(a: int, b: int) -> int:
-    """The bitset of x + y for x in bitset a, y in bitset b."""
-    out, shift = 0, 0
-    while b:
-        if b & 1:
-            out |= a << shift
-        b >>= 1
-        shift += 1
-    return out
+        lengths = np.zeros(below, dtype=bool)
+        lengths[1:2] = True
+        lengths[2:] |= sums[: max(below - 2, 0)]
+        if stop_above is not None and lengths[stop_above + 1 :].any():
+            break
+    return set(np.flatnonzero(lengths).tolist())
 
 
 def bounds_problem(min_length: int, max_length: int, max_depth: int, max_args: int) -> str | None:
@@ -152,16 +152,19 @@ def bounds_problem(min_length: int, max_length: int, max_depth: int, max_args: i
             f"min_length={min_length} and max_length={max_length} leave no length strictly between them: "
             "raise max_length to at least min_length + 2"
         )
-    if any(n > min_length for n in reachable_lengths(max_depth, max_args, max_length)):
-        return None
     longest = 1
     for _ in range(max_depth - 1):  # every operator at full width, down to max_depth
         longest = 2 + max_args * longest
     where = f"strictly between min_length={min_length} and max_length={max_length}"
     if longest <= min_length:
         advice = f"the longest has {longest} tokens: raise max_depth or max_args, or lower min_length"
-    else:  # long enough ones exist, but the window between the bounds misses every reachable length
-        advice = "raise max_length or lower min_length (lengths 2 and 3 never occur)"
+        return f"no expression with max_depth={max_depth} and max_args={max_args} has a length {where}: {advice}"
+    # Reachable lengths are dense above a few small gaps: look just above min_length first (cheap at any
+    # length), and through the whole window only when that finds none.
+    for below in dict.fromkeys((min(max_length, min_length + 64), max_length)):
+        if any(n > min_length for n in reachable_lengths(max_depth, max_args, below, min_length)):
+            return None
+    advice = "raise max_length or lower min_length (lengths 2 and 3 never occur)"
     return f"no expression with max_depth={max_depth} and max_args={max_args} has a length {where}: {advice}"
 
 
@@ -205,7 +208,7 @@ def _too_rare(n: int, found: int, attempts: int, short: int, long: int, low: int
     else:
         advice = "most were too long: raise max_length, or lower max_depth or max_args"
     return (
-        f"listops generation settings: only {found} of {n} distinct expressions with {low} < length < {high} "
+        f"generation setting for listops (--params, or data.generate.listops in the config): only {found} of {n} distinct expressions with {low} < length < {high} "
         f"in {attempts} draws ({short} too short, {long} too long, {in_range} in range); {advice}"
     )
 
