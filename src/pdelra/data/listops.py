@@ -180,9 +180,12 @@ def generate_rows(
     rng = random.Random(seed)
     trees: dict[Tree, None] = {}
     attempts = short = long = 0
+    limit = 1000 * n + 10_000
     while len(trees) < n:
         attempts += 1
-        if attempts > 1000 * n + 10_000:
+        # At the limit, or sooner where the rate so far would not reach even half of n by then.
+        hopeless = attempts % 10_000 == 0 and len(trees) * limit / attempts < n / 2
+        if attempts > limit or hopeless:
             raise DataError(None, _too_rare(n, len(trees), attempts, short, long, min_length, max_length))
         tree, length = generate_tree(rng, 1, max_depth, max_args)
         if min_length < length < max_length:
