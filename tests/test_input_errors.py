@@ -208,3 +208,15 @@ def test_config_check_refuses_lm_heads_and_generation_bounds_no_job_could_meet(
     assert problems[0] == "lm.model.n_heads: 5 does not divide d_model 32 (lm.model.d_model)"
     assert problems[1].startswith("generation setting for listops (--params, or data.generate.listops")
     assert "min_length=20 and max_length=21 leave no length strictly between them" in problems[1]
+
+
+def test_bounds_almost_no_draw_meets_stop_early_saying_which_bound_to_relax(
+    caplog: pytest.LogCaptureFixture, tmp_path: Path
+) -> None:
+    """Depth 4 can exceed 500 tokens (1222 at most), but about one draw in 10,000 does: a minute of drawing
+    before the limit would end in the same message."""
+    params = {"min_length": 500, "max_length": 2000, "max_depth": 4}
+    assert main(["generate", "listops", "--out", str(tmp_path / "x"), "--params", json.dumps(params)]) == 1
+    line = one_error_line(caplog)
+    assert "only 0 of 1200 distinct expressions with 500 < length < 2000 in 10000 draws" in line
+    assert line.endswith("most were too short: lower min_length, or raise max_depth or max_args")
