@@ -25,7 +25,7 @@ resumed_count. The checkpoint is removed once metrics.json is written.
 
 Exit status: 0 when the run completed or diverged (a NaN/inf loss: metrics.json has status "diverged"
 and diverged_at_step); 75 (EX_TEMPFAIL) when SIGTERM or SIGUSR1 stopped it after the current step with a
-checkpoint (rerun to resume); 2 for an invalid run config or data folder.
+checkpoint (rerun to resume); 2 for an invalid run config or data folder, or --device cuda without CUDA.
 
 Device (--device): cuda (bf16 autocast, fused SDPA kernels, pinned-memory copies, torch.compile if
 `compile: true`), cpu (train.num_threads, else $SLURM_CPUS_PER_TASK, else the CPU affinity), or auto (the
