@@ -331,6 +331,7 @@ def test_bad_run_config_or_model_key_exits_2_naming_it(
         args = type("Args", (), {})()
         args.run_config, args.data = json.dumps(config), task_dir
         args.out, args.checkpoint_dir = tmp_path / "run", tmp_path / "ckpt"
+        args.device, args.allow_cpu = "auto", False
         return run(args)
 
     bad_model = run_config()

@@ -74,7 +74,7 @@ def test_training_jobs_get_their_task_resources_and_longer_runtime_on_retry(tmp_
     config = load_config("tiny")
     config["tasks"]["retrieval"]["resources"] = {"gpu": 1, "cpus_per_task": 3, "mem_mb": 4321, "runtime": 7}
     workspace = make_workspace(tmp_path / "ws", config)
-    proc = run_snakemake(workspace, "-n", "--forceall", timeout=60, check=True)
+    proc = run_snakemake(workspace, "-n", "-p", "--forceall", timeout=60, check=True)
     output = proc.stdout + proc.stderr
     parts = re.split(r"^rule (\w+):", output, flags=re.M)
     blocks = [body for name, body in zip(parts[1::2], parts[2::2], strict=True) if name == "train"]
@@ -85,8 +85,10 @@ def test_training_jobs_get_their_task_resources_and_longer_runtime_on_retry(tmp_
         if task == "retrieval":
             assert "gpu=1" in resources and "cpus_per_task=3" in resources
             assert "mem_mb=4321" in resources and "runtime=7" in resources
+            assert "--device cuda" in block  # a job that reserved the GPU refuses to start without CUDA
         else:
             assert "gpu=0" in resources and "cpus_per_task=1" in resources and "runtime=5" in resources
+            assert "--device cpu" in block  # one that reserved none leaves the card alone
     # runtime grows with the attempt: the rule's runtime function multiplies by it
     common = (REPO / "workflow" / "rules" / "common.smk").read_text()
     assert re.search(r"def train_runtime\(wildcards, attempt\):[\s\S]*\* attempt", common)

@@ -1,20 +1,28 @@
-"""`pdelra config check FILE ...`: a config's YAML syntax and schema in plain words, before Snakemake.
+"""`pdelra config check FILE ...`: every check the workflow makes of a config, in plain words, up front.
 
-The workflow (workflow/rules/common.smk) runs the same checks on the config it is given, and more (each
-selected run's model must exist as configured, real data needs its downloads). What it cannot do is name the
-line of a YAML syntax error in a `--configfile`: Snakemake reads that file before the workflow starts and says
-only "Config file is not valid JSON or YAML" (its `--verbose` traceback ends with the parser's line). This
-command names FILE:LINE:COLUMN, then lists every schema problem with its key path; exit 1 if there is any.
+`config_problems` is the one check: the workflow (workflow/rules/common.smk) calls it on the config it is
+given and refuses to start on any problem, and this command calls it on each FILE, so "valid" here means
+the workflow accepts the config. It covers the schema (every violation, with its key path), then what the
+schema cannot see: grids named in run_grids exist and their tasks are configured, setting names mean one
+thing, every selected run's model (and the LM's) can be built as configured, n_heads divides d_model,
+generation settings can be met, and real data has its downloads. What this command adds is the line of a
+YAML syntax error in a `--configfile`: Snakemake reads that file before the workflow starts and says only
+"Config file is not valid JSON or YAML". Exit 1 if any FILE has a problem.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
+import json
 import re
+from collections.abc import Mapping
+from itertools import product
 from pathlib import Path
 from typing import Any
 
 from pdelra.errors import UserError
+from pdelra.experiment import TASKS_OF_SOURCE
 
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 # YAML 1.1 (PyYAML, Snakemake) reads 3e-3 as text; 3.0e-3 is a number.
@@ -101,7 +109,8 @@ def schema_problems(config: Any, schema: dict[str, Any] | None = None) -> list[s
 
 
 def file_problems(path: str | Path) -> list[str]:
-    """The problems of one config file: its YAML syntax first (nothing else can be checked without it)."""
+    """The problems of one config file, each line starting with its path: YAML syntax first (nothing else
+    can be checked without it), then `config_problems`."""
     import yaml
 
     if not Path(path).is_file():
@@ -112,7 +121,172 @@ def file_problems(path: str | Path) -> list[str]:
     config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     if not isinstance(config, dict):
         return [f"{path}: a config is a mapping of keys (experiment, data, defaults, tasks, grids, ...)"]
-    return schema_problems(config)
+    return [f"{path}: {problem}" for problem in config_problems(config)]
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Beyond the schema: what the workflow would refuse at parse time, or a job would fail on later
+
+
+def config_problems(config: Mapping[str, Any], schema: dict[str, Any] | None = None) -> list[str]:
+    """Every problem of a parsed config, a line each with its key path; empty when the workflow accepts it.
+
+    The schema first: the later checks read the structure it guarantees, so they run only on a config that
+    satisfies it, with its defaults filled in (a copy: `config` is not changed).
+    """
+    schema = schema or load_schema()
+    problems = schema_problems(config, schema)
+    if problems:
+        return problems
+    filled = with_defaults(config, schema)
+    problems = grid_problems(filled)
+    if problems:  # the runs cannot be listed
+        return problems
+    return model_problems(filled) + lm_problems(filled) + data_problems(filled)
+
+
+def with_defaults(config: Mapping[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A copy of a schema-valid `config` with the schema's defaults filled in, as Snakemake's
+    `validate(..., set_default=True)` fills them into the workflow's config."""
+    import jsonschema
+
+    base = jsonschema.Draft202012Validator
+    validate_properties = base.VALIDATORS["properties"]
+
+    def set_defaults(validator: Any, properties: Any, instance: Any, schema: Any) -> Any:
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if isinstance(sub, dict) and "default" in sub:
+                    instance.setdefault(name, json.loads(json.dumps(sub["default"])))
+        yield from validate_properties(validator, properties, instance, schema)
+
+    filled = copy.deepcopy(dict(config))
+    filling = jsonschema.validators.extend(base, {"properties": set_defaults})(schema or load_schema())
+    for _ in filling.iter_errors(filled):
+        pass  # valid (checked before): iterating fills in the defaults
+    return filled
+
+
+def grid_problems(config: Mapping[str, Any]) -> list[str]:
+    """run_grids names defined grids; their tasks are configured; each setting name means one thing."""
+    from pdelra import runs as run_layout
+
+    grids = config.get("grids", {})
+    problems = [
+        f"run_grids[{i}]: {name!r} is not a grid; the config's grids are: {', '.join(grids) or 'none'}"
+        for i, name in enumerate(config["run_grids"])
+        if name not in grids
+    ]
+    selected = [name for name in config["run_grids"] if name in grids]
+    for name in selected:
+        missing = [task for task in grids[name]["tasks"] if task not in config["tasks"]]
+        if missing:
+            problems.append(f"grids.{name}.tasks: task(s) {missing} have no entry under 'tasks'")
+    try:
+        run_layout.merge_settings(grids, selected)
+    except ValueError as err:
+        problems.append(str(err))
+    return problems
+
+
+def _layered(layers: list[tuple[str, Mapping[str, Any]]]) -> tuple[dict[str, Any], dict[str, str]]:
+    """The merged model config of (key path, overrides) layers, lowest first, and where each key came from."""
+    merged: dict[str, Any] = {}
+    origin: dict[str, str] = {}
+    for where, overrides in layers:
+        for key, value in overrides.items():
+            merged[key], origin[key] = value, f"{where}.{key}"
+    return merged, origin
+
+
+def _heads_problem(model: Mapping[str, Any], origin: Mapping[str, str], defaults: Any) -> str | None:
+    """'tasks.listops.model.n_heads: 3 does not divide d_model 32 (defaults.model.d_model)', or None."""
+    d_model, n_heads = model.get("d_model", defaults.d_model), model.get("n_heads", defaults.n_heads)
+    if d_model % n_heads == 0:
+        return None
+    d_from = origin.get("d_model", "the default")
+    return f"{origin.get('n_heads', 'n_heads')}: {n_heads} does not divide d_model {d_model} ({d_from})"
+
+
+def model_problems(config: Mapping[str, Any]) -> list[str]:
+    """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it."""
+    from pdelra import runs as run_layout
+    from pdelra.model import ModelConfig
+
+    problems: dict[str, None] = {}
+    for name in config["run_grids"]:
+        grid = config["grids"][name]
+        settings = run_layout.grid_settings(grid, f"grids.{name}")
+        for task, variant, scale, setting in product(
+            grid["tasks"], grid["variants"], grid["scales"], settings
+        ):
+            layers = [("defaults.model", config["defaults"]["model"]),
+                      (f"tasks.{task}.model", config["tasks"][task].get("model", {})),
+                      (f"grids.{name}.settings.{setting}.model", settings[setting]["model"])]  # fmt: skip
+            model, origin = _layered(layers)
+            heads = _heads_problem(model, origin, ModelConfig)
+            if heads:
+                problems[heads] = None
+                continue
+            try:
+                ModelConfig(vocab_size=2, num_classes=2, max_length=1, variant=variant, scale=scale, **model)
+            except (TypeError, ValueError) as err:
+                where = f"grids.{name}: task {task} (defaults.model < tasks.{task}.model"
+                where += f" < setting {setting})" if setting != run_layout.BASE_SETTING else ")"
+                problems[f"{where}: {err}"] = None
+    return list(problems)
+
+
+def lm_problems(config: Mapping[str, Any]) -> list[str]:
+    """The `lm` section's runs: its ablation settings and every condition's model as LMConfig builds it."""
+    lm = config.get("lm")
+    if not lm:
+        return []
+    from pdelra.lm import grid as lm_grid
+    from pdelra.lm.model import LMConfig
+
+    try:
+        ablation = lm_grid.ablation_settings(lm)
+    except ValueError as err:
+        return [str(err)]
+    problems: dict[str, None] = {}
+    for _, condition, _, setting, _ in lm_grid.runs(lm):
+        overrides = ablation[setting]["model"] if setting in ablation else {}
+        model, origin = _layered([("lm.model", lm["model"]), (f"lm.settings.{setting}.model", overrides)])
+        heads = _heads_problem(model, origin, LMConfig)
+        if heads:
+            problems[heads] = None
+            continue
+        try:
+            LMConfig(vocab_size=2, window=lm["window"], condition=condition, **model).block_config()
+        except (TypeError, ValueError) as err:
+            where = "lm.model" + (f" < lm.settings.{setting}.model" if overrides else "")
+            problems[f"{where} ({condition}): {err}"] = None
+    return list(problems)
+
+
+def data_problems(config: Mapping[str, Any]) -> list[str]:
+    """Real data needs its downloads; generated data needs settings `pdelra generate` can meet."""
+    tasks = {task for name in config["run_grids"] for task in config["grids"][name]["tasks"]}
+    data = config["data"]
+    if data["source"] == "real":
+        downloads = data.get("downloads") or {}
+        return [
+            f"data.source is real, so data.downloads.{source} (url, md5) is needed for task(s) "
+            f"{', '.join(sorted(tasks & set(of)))}; or set data.source: generated"
+            for source, of in TASKS_OF_SOURCE.items()
+            if tasks & set(of) and source not in downloads
+        ]
+    from pdelra.data.generate import resolve_params
+    from pdelra.errors import UserError
+
+    problems = []
+    for task in sorted(tasks | ({config["lm"]["corpus"]} if config.get("lm") else set())):
+        try:
+            resolve_params(task, {"seed": data["seed"], **data["generate"].get(task, {})})
+        except UserError as err:
+            problems.append(str(err))
+    return problems
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -122,12 +296,15 @@ def file_problems(path: str | Path) -> list[str]:
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "config",
-        help="check workflow config files (YAML syntax with its line, then the schema)",
+        help="check config files as the workflow does (YAML syntax with its line, schema, grids, models)",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sub = parser.add_subparsers(dest="config_command", metavar="ACTION", required=True)
-    check = sub.add_parser("check", help="YAML syntax (FILE:LINE:COLUMN) and schema problems of each FILE")
+    check = sub.add_parser(
+        "check",
+        help="every problem of each FILE the workflow would refuse (YAML syntax with FILE:LINE:COLUMN)",
+    )
     check.add_argument("files", nargs="+", type=Path, metavar="FILE", help="config files (YAML)")
     check.set_defaults(func=_check)
 
@@ -140,7 +317,7 @@ def _check(args: argparse.Namespace) -> int:
             bad += 1
             print(f"Invalid config ({path}):\n" + "\n".join(f"  - {problem}" for problem in problems))
         else:
-            print(f"{path}: valid YAML and schema (`snakemake -n --configfile {path}` checks the models too)")
+            print(f"{path}: valid (the workflow accepts it: schema, grids, models, data settings)")
     if bad:
         raise UserError(f"{bad} of {len(args.files)} config file(s) invalid")
     return 0

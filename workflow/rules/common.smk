@@ -5,7 +5,6 @@ import json
 import re
 import subprocess
 import sys
-from itertools import product
 from pathlib import Path
 
 from snakemake.utils import validate
@@ -13,9 +12,8 @@ from snakemake.utils import validate
 from pdelra import experiment
 from pdelra import runs as run_layout
 from pdelra.aggregate import AGGREGATE_TABLES
+from pdelra.config_check import config_problems, load_schema, yaml_problem
 from pdelra.results.build import OPTIONAL_INPUTS
-from pdelra.config_check import load_schema, schema_problems, yaml_problem
-from pdelra.model import ModelConfig
 
 try:
     from snakemake.common import overwrite_function_params
@@ -46,8 +44,10 @@ REPORT_NOTEBOOK = "workflow/notebooks/report.ipynb"
 
 
 # ----------------------------------------------------------------------------------------------------
-# Validation: fail before any job with a message that names the key and the allowed values. Errors are
-# printed without a traceback (it would only show lines of this file) and stop Snakemake with status 1.
+# Validation: fail before any job with a message that names the key and the allowed values. One function,
+# pdelra.config_check.config_problems, makes every check (schema, grids, settings, models, data settings),
+# the same that `pdelra config check` makes. Errors are printed without a traceback (it would only show
+# lines of this file) and stop Snakemake with status 1.
 # ----------------------------------------------------------------------------------------------------
 def config_error(problems):
     """Print every problem of the config (a line each) and stop before the DAG is built."""
@@ -57,14 +57,8 @@ def config_error(problems):
     sys.exit(1)
 
 
-def check_config(cfg):
-    """Stop with every schema violation listed in plain words (pdelra.config_check)."""
-    problems = schema_problems(cfg, load_schema(SCHEMA))
-    if problems:
-        config_error(problems)
-
-
-check_config(config)
+if _problems := config_problems(config, load_schema(SCHEMA)):
+    config_error(_problems)
 validate(config, schema=str(SCHEMA), set_default=True)  # fills the schema's defaults in place
 
 RESULTS = f"results/{config['experiment']}"
@@ -163,6 +157,14 @@ def task_resource(name):
 
 
 @declared
+def job_device(wildcards, resources):
+    """`--device` of a training job: cuda when it reserved a GPU (resources.gpu >= 1), else cpu. A CPU job
+    never takes the card from a GPU job, and a GPU job without CUDA stops before training (pdelra train
+    --help; PDELRA_ALLOW_CPU=1 allows the CPU on purpose)."""
+    return "cuda" if resources.gpu else "cpu"
+
+
+@declared
 def train_runtime(wildcards, attempt):
     """Minutes: the configured runtime times the attempt, so a retry after a time-out gets longer."""
     return _merged("resources", wildcards.task)["runtime"] * attempt
@@ -246,46 +248,6 @@ def parent_dir(path):
 
 def manifest(task):
     return f"{PROCESSED}/{task}/manifest.json"
-
-
-# ----------------------------------------------------------------------------------------------------
-# What the schema cannot see: each selected run's model must exist as configured (else a variant could
-# silently train the baseline, or every job fail on the cluster), and real data needs its downloads.
-# ----------------------------------------------------------------------------------------------------
-def model_problems():
-    """One line per (grid, task, variant, setting) whose model ModelConfig refuses (its own checks)."""
-    problems = {}
-    for name in config["run_grids"]:
-        grid = config["grids"][name]
-        settings = run_layout.grid_settings(grid)
-        combinations = product(grid["tasks"], grid["variants"], grid["scales"], settings)
-        for task, variant, scale, setting in combinations:
-            model = {**_merged("model", task), **SETTINGS[setting]["model"]}
-            try:
-                ModelConfig(vocab_size=2, num_classes=2, max_length=1, variant=variant, scale=scale, **model)
-            except (TypeError, ValueError) as err:
-                where = f"grids.{name}: task {task} (defaults.model < tasks.{task}.model"
-                where += f" < setting {setting})" if setting != run_layout.BASE_SETTING else ")"
-                problems.setdefault(str(err), where)
-    return [f"{where}: {message}" for message, where in problems.items()]
-
-
-def data_problems():
-    if config["data"]["source"] != "real":
-        return []
-    tasks = {task for task, *_ in RUNS}
-    downloads = config["data"].get("downloads") or {}
-    return [
-        f"data.source is real, so data.downloads.{source} (url, md5) is needed for task(s) "
-        f"{', '.join(sorted(tasks & set(of)))}; or set data.source: generated"
-        for source, of in TASKS_OF_SOURCE.items()
-        if tasks & set(of) and source not in downloads
-    ]
-
-
-_problems = model_problems() + data_problems()
-if _problems:
-    config_error(_problems)
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -58,6 +58,7 @@ if LM:
             data=lambda wildcards, input: parent_dir(input[0]),
             out=lambda wildcards, output: parent_dir(output[0]),
             checkpoints=f"{LM_RESULTS}/checkpoints/{LM_PATTERN}",
+            device=job_device,
         log:
             f"{LOGS}/lm/{LM_PATTERN}.log",
         threads: LM["resources"]["cpus_per_task"]
@@ -70,7 +71,7 @@ if LM:
             PDELRA_ENV
         shell:
             "pdelra lm train --run-config '{params.run_config}' --data {params.data}"
-            " --out {params.out} --checkpoint-dir {params.checkpoints} > {log} 2>&1"
+            " --out {params.out} --checkpoint-dir {params.checkpoints} --device {params.device} > {log} 2>&1"
 
     rule lm_aggregate:
         """lm_runs.csv, lm_dynamics.csv (α, η, eff_Pe per layer over training), lm_history.csv."""

@@ -14,6 +14,7 @@ rule train:
         data=input_dir,
         out=output_dir,
         checkpoints=f"{RESULTS}/checkpoints/{RUN_PATTERN}",
+        device=job_device,
     log:
         f"{LOGS}/train/{RUN_PATTERN}.log",
     threads: task_resource("cpus_per_task")
@@ -26,4 +27,4 @@ rule train:
         PDELRA_ENV
     shell:
         "pdelra train --run-config '{params.run_config}' --data {params.data}"
-        " --out {params.out} --checkpoint-dir {params.checkpoints} > {log} 2>&1"
+        " --out {params.out} --checkpoint-dir {params.checkpoints} --device {params.device} > {log} 2>&1"

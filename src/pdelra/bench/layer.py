@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.atomic import write_json_atomic
+from pdelra.bench.args import non_negative_int, positive_int
 from pdelra.bench.train_step import _resolve_device, _timer
 
 log = logging.getLogger(__name__)
@@ -35,6 +36,8 @@ def _shape(text: str) -> tuple[int, int, int]:
         b, n, d = (int(v) for v in text.lower().split("x"))
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"shape must be BxLxD, e.g. 4x1024x128; got {text!r}") from exc
+    if min(b, n, d) < 1:
+        raise argparse.ArgumentTypeError(f"shape BxLxD needs positive sizes, got {text!r}")
     return b, n, d
 
 
@@ -43,14 +46,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--shapes", type=_shape, nargs="+", default=[(4, 1024, 128), (32, 2048, 128)], help="BxLxD shapes"
     )
     parser.add_argument("--scales", nargs="+", default=["h1", "multi"], help="scales (h1 h2 h4 multi)")
-    parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds; the median is reported")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
+    parser.add_argument(
+        "--rounds", type=positive_int, default=15, help="interleaved rounds; the median is reported"
+    )
+    parser.add_argument("--warmup", type=non_negative_int, default=2, help="untimed rounds first")
     parser.add_argument("--ragged", action="store_true", help="random lengths in [L/2, L] instead of full")
     parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="activations")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--threads", type=positive_int, default=None, help="torch threads (default: torch's choice)"
+    )
     parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall or process CPU time")
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument(
         "--official",
         nargs="+",

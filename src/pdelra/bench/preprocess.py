@@ -14,11 +14,19 @@ import tempfile
 import time
 from pathlib import Path
 
+from pdelra.bench.args import positive_int
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--listops-rows", type=int, default=100_000, help="ListOps rows to preprocess")
-    parser.add_argument("--pathfinder-images", type=int, default=20_000, help="PNGs in the tar stream")
-    parser.add_argument("--aan-mb", type=int, default=200, help="approximate size of the AAN TSVs in MB")
+    parser.add_argument(
+        "--listops-rows", type=positive_int, default=100_000, help="ListOps rows to preprocess"
+    )
+    parser.add_argument(
+        "--pathfinder-images", type=positive_int, default=20_000, help="PNGs in the tar stream"
+    )
+    parser.add_argument(
+        "--aan-mb", type=positive_int, default=200, help="approximate size of the AAN TSVs in MB"
+    )
 
 
 def _listops(tmp: Path, rows: int) -> str:

@@ -24,20 +24,29 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.atomic import write_json_atomic
+from pdelra.bench.args import non_negative_int, positive_int
 from pdelra.paper import POSITIONS
 
 log = logging.getLogger(__name__)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048], help="sequence lengths L")
-    parser.add_argument("--batch-size", type=int, default=4, help="batch size (default 4: fits a CPU)")
+    parser.add_argument(
+        "--lengths", type=positive_int, nargs="+", default=[1024, 2048], help="sequence lengths L"
+    )
+    parser.add_argument(
+        "--batch-size", type=positive_int, default=4, help="batch size (default 4: fits a CPU)"
+    )
     parser.add_argument("--variants", nargs="+", default=list(POSITIONS), help="variants timed against none")
     parser.add_argument("--scales", nargs="+", default=["h1", "multi"], help="scales (h1 h2 h4 multi)")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
+    parser.add_argument(
+        "--rounds", type=positive_int, default=5, help="interleaved rounds; the median is reported"
+    )
+    parser.add_argument("--warmup", type=non_negative_int, default=1, help="untimed rounds first")
     parser.add_argument("--ragged", action="store_true", help="random lengths in [L/2, L] instead of full")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
+    parser.add_argument(
+        "--threads", type=positive_int, default=None, help="torch threads (default: torch's choice)"
+    )
     parser.add_argument(
         "--clock",
         choices=["wall", "cpu"],
@@ -45,7 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="wall time (default), or this process's CPU time: steadier on a shared machine with --threads 1",
     )
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     parser.add_argument(
         "--paths",
@@ -56,10 +65,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--autocast", choices=["none", "bf16"], default="none", help="bf16 autocast forward")
     # Table 8, ListOps.
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--n-layers", type=int, default=6)
-    parser.add_argument("--n-heads", type=int, default=8)
-    parser.add_argument("--d-mlp", type=int, default=512)
+    parser.add_argument("--d-model", type=positive_int, default=128)
+    parser.add_argument("--n-layers", type=positive_int, default=6)
+    parser.add_argument("--n-heads", type=positive_int, default=8)
+    parser.add_argument("--d-mlp", type=positive_int, default=512)
 
 
 def _goal(variant: str, scale: str) -> float | None:

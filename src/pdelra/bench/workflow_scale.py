@@ -27,13 +27,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pdelra.bench.args import positive_int
+
 WORKFLOW_PATHS = ("Snakefile", "workflow", "config", "envs", "profiles")
 MAX_ARG_STRLEN = 128 * 1024  # Linux: one argv string (bash -c "<command>") may not exceed this
 GOALS = {"dry_run_s": 30.0, "aggregate_s": 30.0, "aggregate_peak_rss_mb": 2048.0}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--runs", type=int, default=10_000, help="training jobs / metrics files (10000)")
+    parser.add_argument(
+        "--runs", type=positive_int, default=10_000, help="training jobs / metrics files (10000)"
+    )
     parser.add_argument(
         "--workflow", type=Path, default=Path.cwd(), help="repository root with the Snakefile (cwd)"
     )
@@ -224,7 +228,7 @@ def run(args: argparse.Namespace) -> int:
 def _child(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--only", choices=("dry_run", "aggregate"), required=True)
-    parser.add_argument("--runs", type=int, required=True)
+    parser.add_argument("--runs", type=positive_int, required=True)
     parser.add_argument("--workflow", type=Path, required=True)
     parser.add_argument("--work", type=Path, required=True)
     args = parser.parse_args(argv)

@@ -39,21 +39,30 @@ def resolve_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
             None, f"unknown generation setting(s) {unknown} for {task}; allowed: {sorted(allowed)}"
         )
     resolved = dict(allowed)
+    where = f"generation setting for {task} (--params, or data.generate.{task} in the config)"
     for key, value in params.items():
         kind = type(allowed[key])
         if kind is float and isinstance(value, int) and not isinstance(value, bool):
             value = float(value)
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise ValueError(f"generation setting {key}={value!r} for {task} must be a {kind.__name__}")
+            raise DataError(None, f"{where}: {key}={value!r} must be a {kind.__name__}")
         resolved[key] = value
     for key in ("n_train", "n_val", "n_test"):
         if resolved[key] < 0:
-            raise ValueError(f"generation setting {key} must be >= 0, got {resolved[key]}")
+            raise DataError(None, f"{where}: {key} must be >= 0, got {resolved[key]}")
     if "min_length" in resolved and not 0 < resolved["min_length"] <= resolved["max_length"]:
-        raise ValueError(
-            f"{task}: need 0 < min_length <= max_length, got {resolved['min_length']}, "
-            f"{resolved['max_length']}"
+        raise DataError(
+            None,
+            f"{where}: need 0 < min_length <= max_length, got min_length={resolved['min_length']}, "
+            f"max_length={resolved['max_length']}",
         )
+    if task == "listops":
+        from pdelra.data.listops import bounds_problem
+
+        keys = ("min_length", "max_length", "max_depth", "max_args")
+        problem = bounds_problem(*(resolved[key] for key in keys))
+        if problem:
+            raise DataError(None, f"{where}: {problem}")
     return resolved
 
 

@@ -114,32 +114,106 @@ def to_string(tree: Tree) -> str:
     return str(tree)
 
 
+def reachable_lengths(max_depth: int, max_args: int, below: int, stop_above: int | None = None) -> set[int]:
+    """Every length < `below` that generate_tree can return (not every length is: 2 and 3 never are).
+
+    An indicator array per depth, from the leaves up: a value has length 1; an operator adds 2 to the summed
+    lengths of its 2…max_args operands (a sumset: a convolution of indicators, by FFT). Capped at `below`,
+    so LRA's unbounded depth-10 lengths stay cheap to enumerate. With `stop_above`, the lengths of the
+    first (shallowest) level that reaches beyond it: enough to ask whether any length there is reachable.
+    """
+    size = 1 << max(2 * below - 1, 1).bit_length()  # no wrap-around of sums below `below`
+    lengths = np.zeros(below, dtype=bool)
+    lengths[1:2] = True  # at max_depth a node is always a value
+    for _ in range(max_depth - 1):
+        spectrum = np.fft.rfft(lengths, size)
+        operands = np.zeros(below, dtype=bool)
+        operands[0] = True  # the sum of no operands
+        sums = np.zeros(below, dtype=bool)
+        for count in range(1, max_args + 1):
+            # The convolution counts ways to reach each sum: integers, so 0.5 separates "none" from "some".
+            operands = np.fft.irfft(np.fft.rfft(operands, size) * spectrum, size)[:below] > 0.5
+            if count >= 2:
+                sums |= operands
+        lengths = np.zeros(below, dtype=bool)
+        lengths[1:2] = True
+        lengths[2:] |= sums[: max(below - 2, 0)]
+        if stop_above is not None and lengths[stop_above + 1 :].any():
+            break
+    return set(np.flatnonzero(lengths).tolist())
+
+
+def bounds_problem(min_length: int, max_length: int, max_depth: int, max_args: int) -> str | None:
+    """Why no expression can satisfy min_length < length < max_length at this depth and width, or None."""
+    if max_args < 2 or max_depth < 1:
+        return f"max_depth={max_depth} and max_args={max_args}: need max_depth >= 1 and max_args >= 2"
+    if max_length - min_length < 2:
+        return (
+            f"min_length={min_length} and max_length={max_length} leave no length strictly between them: "
+            "raise max_length to at least min_length + 2"
+        )
+    longest = 1
+    for _ in range(max_depth - 1):  # every operator at full width, down to max_depth
+        longest = 2 + max_args * longest
+    where = f"strictly between min_length={min_length} and max_length={max_length}"
+    if longest <= min_length:
+        advice = f"the longest has {longest} tokens: raise max_depth or max_args, or lower min_length"
+        return f"no expression with max_depth={max_depth} and max_args={max_args} has a length {where}: {advice}"
+    # Reachable lengths are dense above a few small gaps: look just above min_length first (cheap at any
+    # length), and through the whole window only when that finds none.
+    for below in dict.fromkeys((min(max_length, min_length + 64), max_length)):
+        if any(n > min_length for n in reachable_lengths(max_depth, max_args, below, min_length)):
+            return None
+    advice = "raise max_length or lower min_length (lengths 2 and 3 never occur)"
+    return f"no expression with max_depth={max_depth} and max_args={max_args} has a length {where}: {advice}"
+
+
 def generate_rows(
     n: int, *, seed: int, min_length: int, max_length: int, max_depth: int, max_args: int
 ) -> list[tuple[str, int]]:
     """`n` distinct (source, target) rows with min_length < length < max_length, as LRA's main() keeps them.
 
     LRA deduplicates through a Python set, whose order depends on the process's hash seed; a dict keeps the
-    same deduplication with a reproducible order.
+    same deduplication with a reproducible order. Bounds no tree can meet are refused up front by
+    `pdelra.data.generate.resolve_params` (bounds_problem); rare ones end after many draws with advice.
     """
     rng = random.Random(seed)
     trees: dict[Tree, None] = {}
-    attempts = 0
+    attempts = short = long = 0
+    limit = 1000 * n + 10_000
     while len(trees) < n:
         attempts += 1
-        if attempts > 1000 * n + 10_000:
-            raise ValueError(
-                f"could not draw {n} distinct trees with {min_length} < length < {max_length} "
-                f"(max_depth={max_depth}, max_args={max_args}); widen the bounds"
-            )
+        # At the limit, or sooner where the rate so far would not reach even half of n by then.
+        hopeless = attempts % 10_000 == 0 and len(trees) * limit / attempts < n / 2
+        if attempts > limit or hopeless:
+            raise DataError(None, _too_rare(n, len(trees), attempts, short, long, min_length, max_length))
         tree, length = generate_tree(rng, 1, max_depth, max_args)
         if min_length < length < max_length:
             trees[tree] = None
+        elif length <= min_length:
+            short += 1
+        else:
+            long += 1
     rows = []
     for tree in trees:
         source = to_string(tree)
         rows.append((source, evaluate(source)))
     return rows
+
+
+def _too_rare(n: int, found: int, attempts: int, short: int, long: int, low: int, high: int) -> str:
+    """The message when the draws rarely land in the bounds: which bound to relax, from where they fell."""
+    in_range = attempts - short - long
+    if in_range >= 10 * n:  # plenty in range, but repeating: the bounds hold too few distinct trees
+        advice = f"the bounds hold fewer distinct trees: widen min_length/max_length or draw fewer than {n}"
+    elif short >= long:
+        advice = "most were too short: lower min_length, or raise max_depth or max_args"
+    else:
+        advice = "most were too long: raise max_length, or lower max_depth or max_args"
+    return (
+        f"generation setting for listops (--params, or data.generate.listops in the config): only {found} of {n} distinct expressions with {low} < length < {high} "
+        f"in {attempts} draws ({short} too short, {long} too long, {in_range} in range); {advice}"
+    )
 
 
 def write_tsv(path: Path, rows: list[tuple[str, int]]) -> None:

@@ -109,6 +109,14 @@ def manifest_hash(task_dir: str | Path) -> str:
     return file_digest(Path(task_dir) / MANIFEST_NAME)
 
 
+def rebuild_hint(task_dir: str | Path) -> str:
+    """How to redo a damaged task folder: Snakemake tracks only its manifest.json, so it would not notice."""
+    return (
+        f"remove the folder (rm -r {task_dir}) and rerun: Snakemake tracks only {MANIFEST_NAME}, "
+        "so it does not redo the folder by itself"
+    )
+
+
 def load_split(task_dir: str | Path, split: str, mmap: bool = True) -> Split:
     """Load one split; by default the arrays are read-only memory maps, so a 2 GB split costs no RAM."""
     manifest = read_manifest(task_dir)
@@ -121,11 +129,14 @@ def load_split(task_dir: str | Path, split: str, mmap: bool = True) -> Split:
     for field in fields:
         path = array_path(task_dir, split, field)
         if not path.is_file():
-            raise DataError(path, f"not found, although {MANIFEST_NAME} lists split {split!r}")
+            raise DataError(
+                path,
+                f"not found, although {MANIFEST_NAME} lists split {split!r}; {rebuild_hint(task_dir)}",
+            )
         try:
             arrays[field] = np.load(path, mmap_mode="r" if mmap else None, allow_pickle=False)
         except ValueError as err:
-            raise DataError(path, f"not a readable .npy array ({err})") from err
+            raise DataError(path, f"not a readable .npy array ({err}); {rebuild_hint(task_dir)}") from err
     _check_shapes(task_dir, split, manifest, arrays)
     return Split(**arrays)
 
@@ -138,8 +149,54 @@ def _check_shapes(
         expected = (count, manifest["max_length"]) if field.startswith("tokens") else (count,)
         if array.shape != expected:
             raise DataError(
-                array_path(task_dir, split, field), f"shape {array.shape}, manifest says {expected}"
+                array_path(task_dir, split, field),
+                f"shape {array.shape}, {MANIFEST_NAME} says {expected}; {rebuild_hint(task_dir)}",
             )
+
+
+def check_values(
+    task_dir: str | Path, split_name: str, split: Split, manifest: dict[str, Any], labels: bool = True
+) -> None:
+    """Refuse values the model cannot take, naming file, row and the manifest value they contradict.
+
+    Tokens must lie in [0, vocab_size), lengths in [1, max_length] and (with `labels`) labels in
+    [0, num_classes): otherwise an embedding lookup or the loss fails mid-training with a torch traceback
+    that names no file. One vectorised pass over each memory map (a per-row max for tokens), before training.
+    """
+    vocab, length = manifest["vocab_size"], manifest["max_length"]
+    # (field, array, lowest, highest allowed, the manifest key behind the bound, what one value is)
+    checks = [("tokens", split.tokens, 0, vocab - 1, "vocab_size", "token"),
+              ("lengths", split.lengths, 1, length, "max_length", "length")]  # fmt: skip
+    if split.tokens2 is not None and split.lengths2 is not None:
+        checks += [("tokens2", split.tokens2, 0, vocab - 1, "vocab_size", "token"),
+                   ("lengths2", split.lengths2, 1, length, "max_length", "length")]  # fmt: skip
+    if labels:
+        checks.append(("labels", split.labels, 0, manifest["num_classes"] - 1, "num_classes", "label"))
+    for field, array, low, high, key, what in checks:
+        row, value = _first_outside(array, low, high)
+        if row is not None:
+            allowed = f"[0, {key}) = [0, {high + 1})" if low == 0 else f"[1, {key}] = [1, {high}]"
+            raise DataError(
+                array_path(task_dir, split_name, field),
+                f"row {row} holds {what} {value}, outside {allowed} of {Path(task_dir) / MANIFEST_NAME}; "
+                + rebuild_hint(task_dir),
+            )
+
+
+def _first_outside(array: np.ndarray, low: int, high: int) -> tuple[int | None, int | None]:
+    """(row, value) of the first row with a value outside [low, high]; (None, None) when there is none."""
+    if len(array) == 0:
+        return None, None
+    # Per-row extremes hold only N values, however long the rows; an unsigned array needs no minimum.
+    rows = array.ndim == 2
+    row_max = array.max(axis=1) if rows else array
+    row_min = row_max if array.dtype.kind == "u" and low == 0 else (array.min(axis=1) if rows else array)
+    too_high, too_low = row_max > high, row_min < low
+    bad = np.flatnonzero(too_high | too_low)
+    if not len(bad):
+        return None, None
+    row = int(bad[0])
+    return row, int(row_max[row] if row_max[row] > high else row_min[row])
 
 
 # --------------------------------------------------------------------------------------------- writing

@@ -33,7 +33,9 @@ def _train(args: argparse.Namespace) -> int:
     try:
         from pdelra.lm.trainer import train_from_args
 
-        return train_from_args(args.run_config, args.data, args.out, args.checkpoint_dir)
+        return train_from_args(
+            args.run_config, args.data, args.out, args.checkpoint_dir, args.device, args.allow_cpu
+        )
     except (RunConfigError, DataError) as exc:
         log.error("%s", exc)
         return 2
@@ -41,6 +43,7 @@ def _train(args: argparse.Namespace) -> int:
 
 def register(subparsers: Any) -> None:
     from pdelra.lm import aggregate
+    from pdelra.training.cli import add_device_arguments
 
     parser = subparsers.add_parser("lm", help="PhysQK-AD's byte-level LM: prepare, train, aggregate")
     sub = parser.add_subparsers(dest="lm_command", metavar="STEP", required=True)
@@ -66,6 +69,7 @@ def register(subparsers: Any) -> None:
     train.add_argument("--data", type=Path, required=True, help="processed LM folder (pdelra lm prepare)")
     train.add_argument("--out", type=Path, required=True, help="run folder for metrics.json")
     train.add_argument("--checkpoint-dir", type=Path, required=True, help="checkpoint folder")
+    add_device_arguments(train)
     train.set_defaults(func=_train)
 
     aggregate.register(sub)

@@ -28,7 +28,7 @@ import torch
 from pdelra.atomic import write_json_atomic
 from pdelra.training.batches import epoch_order
 from pdelra.training.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
-from pdelra.training.device import setup_device
+from pdelra.training.device import DeviceError, choose_device, setup_device
 from pdelra.training.interrupts import EXIT_INTERRUPTED, InterruptFlag
 from pdelra.training.metrics import (
     METRICS_NAME,
@@ -127,8 +127,10 @@ def validate_lm_run_config(config: Any, source: str = "LM run config") -> dict[s
 
 
 class _LMRun:
-    def __init__(self, cfg: dict[str, Any], data_dir: Path, out_dir: Path, ckpt_dir: Path) -> None:
-        from pdelra.data.store import load_split, manifest_hash, read_manifest
+    def __init__(
+        self, cfg: dict[str, Any], data_dir: Path, out_dir: Path, ckpt_dir: Path, device: str = "auto"
+    ) -> None:
+        from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
         from pdelra.lm.model import CausalLM, LMConfig
 
         self.started = time.monotonic()
@@ -138,9 +140,12 @@ class _LMRun:
         if manifest["task"] != cfg["task"]:
             raise RunConfigError(f"run config task {cfg['task']!r} but {data_dir} holds {manifest['task']!r}")
         self.manifest = manifest
-        self.splits = {s: np.asarray(load_split(data_dir, s).tokens) for s in ("train", "val", "test")}
+        splits = {s: load_split(data_dir, s) for s in ("train", "val", "test")}
+        for name, split in splits.items():  # labels are document indices here, not classes: not checked
+            check_values(data_dir, name, split, manifest, labels=False)
+        self.splits = {name: np.asarray(split.tokens) for name, split in splits.items()}
         self.seeds = derive_seeds(cfg["seed"])
-        self.dev = setup_device(self.tc["num_threads"])
+        self.dev = setup_device(self.tc["num_threads"], device)
         seed_everything(self.seeds)
         m = cfg["model"]
         try:
@@ -404,14 +409,28 @@ def _json_safe(value: Any) -> Any:
     return value
 
 
-def train_lm(config: dict[str, Any], data_dir: Path, out_dir: Path, ckpt_dir: Path) -> int:
-    """Train one LM run; 0 when completed or diverged (metrics.json written), 75 when interrupted."""
+def train_lm(
+    config: dict[str, Any], data_dir: Path, out_dir: Path, ckpt_dir: Path, device: str = "auto"
+) -> int:
+    """Train one LM run; 0 when completed or diverged (metrics.json written), 75 when interrupted.
+    `device`: auto, cuda or cpu (pdelra.training.device.choose_device)."""
     cfg = validate_lm_run_config(config)
     with InterruptFlag() as interrupted:
-        return _LMRun(cfg, data_dir, out_dir, ckpt_dir).run(interrupted)
+        return _LMRun(cfg, data_dir, out_dir, ckpt_dir, device).run(interrupted)
 
 
-def train_from_args(run_config: str, data_dir: Path, out_dir: Path, ckpt_dir: Path) -> int:
+def train_from_args(
+    run_config: str,
+    data_dir: Path,
+    out_dir: Path,
+    ckpt_dir: Path,
+    device: str = "auto",
+    allow_cpu: bool = False,
+) -> int:
     config, source = read_run_config(run_config)
     validate_lm_run_config(config, source)
-    return train_lm(config, data_dir, out_dir, ckpt_dir)
+    try:  # before the data: a job that reserved a GPU on a machine without CUDA fails in seconds
+        chosen = choose_device(device, allow_cpu)
+    except DeviceError as exc:
+        raise RunConfigError(str(exc)) from exc
+    return train_lm(config, data_dir, out_dir, ckpt_dir, chosen)

@@ -2,7 +2,7 @@
 
 Modules, one job each:
     runconfig   validate and hash the run config (no torch)
-    runner      the training loop; `train_run(cfg, data_dir, out_dir, ckpt_dir) -> exit status`
+    runner      the training loop; `train_run(cfg, data_dir, out_dir, ckpt_dir, device) -> exit status`
     batches     seeded per-epoch shuffle, batches trimmed to their longest sequence
     schedule    linear warmup + cosine decay
     checkpoint  atomic checkpoint files; resume only a checkpoint of the same run

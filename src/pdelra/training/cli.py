@@ -25,11 +25,16 @@ resumed_count. The checkpoint is removed once metrics.json is written.
 
 Exit status: 0 when the run completed or diverged (a NaN/inf loss: metrics.json has status "diverged"
 and diverged_at_step); 75 (EX_TEMPFAIL) when SIGTERM or SIGUSR1 stopped it after the current step with a
-checkpoint (rerun to resume); 2 for an invalid run config or data folder.
+checkpoint (rerun to resume); 2 for an invalid run config or data folder, or --device cuda without CUDA.
 
-Device: CUDA when available (bf16 autocast, fused SDPA kernels, pinned-memory copies, torch.compile if
-`compile: true`); otherwise CPU with train.num_threads, else $SLURM_CPUS_PER_TASK, else the CPU affinity.
+Device (--device): cuda (bf16 autocast, fused SDPA kernels, pinned-memory copies, torch.compile if
+`compile: true`), cpu (train.num_threads, else $SLURM_CPUS_PER_TASK, else the CPU affinity), or auto (the
+default: CUDA when available). The workflow passes cuda for a job that reserved a GPU (resources.gpu >= 1)
+and cpu otherwise. A run that asked for cuda on a machine without CUDA exits 2 before training, unless the
+CPU is allowed on purpose: --allow-cpu, or PDELRA_ALLOW_CPU=1 in the environment (which reaches every job).
 """
+
+DEVICES = ("auto", "cuda", "cpu")
 
 RUN_CONFIG_HELP = """\
 the run's config: a JSON/YAML file, or inline JSON starting with '{'. Keys: task, variant, scale, seed,
@@ -64,7 +69,24 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="CKPT_DIR",
         help="where checkpoints go; keep it outside the Snakemake rule's declared outputs",
     )
+    add_device_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def add_device_arguments(parser: argparse.ArgumentParser) -> None:
+    """--device and --allow-cpu, shared by `pdelra train` and `pdelra lm train`."""
+    parser.add_argument(
+        "--device",
+        choices=DEVICES,
+        default="auto",
+        help="cuda: refuse to start without CUDA (what the workflow passes when a job reserved a GPU); "
+        "cpu; auto (default): CUDA when available",
+    )
+    parser.add_argument(
+        "--allow-cpu",
+        action="store_true",
+        help="with --device cuda, train on the CPU where there is no CUDA (also: PDELRA_ALLOW_CPU=1)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -73,9 +95,15 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         cfg = load_run_config(args.run_config)
-        from pdelra.training.runner import train_run  # torch is imported only once the config is valid
+        # torch is imported only once the config is valid
+        from pdelra.training.device import DeviceError, choose_device
+        from pdelra.training.runner import train_run
 
-        return train_run(cfg, args.data, args.out, args.checkpoint_dir)
+        try:  # before the data, the lock or the checkpoint folder: a wrong machine fails in seconds
+            device = choose_device(args.device, args.allow_cpu)
+        except DeviceError as exc:
+            raise RunConfigError(str(exc)) from exc
+        return train_run(cfg, args.data, args.out, args.checkpoint_dir, device)
     except (RunConfigError, DataError) as exc:
         log.error("%s", exc)
         return 2

@@ -1,23 +1,44 @@
 """One device decision for a run, and everything that follows from it.
 
-CUDA is used whenever it is present; the runner never asks "are we on CUDA?" itself, it asks the
-`DeviceSetup` for an autocast context, for batch transfer, and for peak memory. The CUDA branches cannot
-be exercised on the CPU-only development machines, so each is a single, plain library call.
+The run asks for `cuda`, `cpu` or `auto` (CUDA when present). The workflow asks for `cuda` exactly when the
+job reserved a GPU (its `gpu` resource), and for `cpu` otherwise, so a CPU job never shares the card with a
+GPU job. A job that asked for CUDA where there is none stops before training, unless the CPU is allowed on
+purpose (`--allow-cpu`, or PDELRA_ALLOW_CPU=1 in the environment): a paper-sized run on the CPU would
+otherwise go unnoticed for days, its only trace a "device: cpu" log line.
+
+The runner never asks "are we on CUDA?" itself, it asks the `DeviceSetup` for an autocast context, for batch
+transfer, and for peak memory. The CUDA branches cannot be exercised on the CPU-only development machines, so
+each is a single, plain library call.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import os
 import platform
 import resource
+import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
 
 import torch
 
+from pdelra.errors import UserError
+
 log = logging.getLogger(__name__)
+
+# Set to 1: a run that asked for CUDA trains on the CPU where there is none.
+ALLOW_CPU_ENV = "PDELRA_ALLOW_CPU"
+GPU_LOCK_DIR_ENV = "PDELRA_GPU_LOCK_DIR"  # where the per-card lock files live (default: the temp folder)
+_HELD_CARDS: list[IO[str]] = []  # the lock of the card this process trains on, held until it exits
+
+
+class DeviceError(UserError):
+    """The run asked for a device this machine does not have."""
 
 
 def cpu_threads(requested: int | None) -> int:
@@ -85,10 +106,35 @@ class DeviceSetup:
         return int(peak if platform.system() == "Darwin" else peak * 1024), "cpu_peak_rss"
 
 
-def setup_device(num_threads: int | None) -> DeviceSetup:
-    """Choose the device for this process (CUDA when available) and configure it."""
+def cpu_allowed(flag: bool = False) -> bool:
+    """True when a run that asked for CUDA may fall back to the CPU: `--allow-cpu` or PDELRA_ALLOW_CPU=1."""
+    return flag or os.environ.get(ALLOW_CPU_ENV, "").strip() not in ("", "0")
+
+
+def choose_device(requested: str = "auto", allow_cpu: bool = False) -> str:
+    """'cuda' or 'cpu' for a run that asked for `requested` (pdelra.training.cli.DEVICES); DeviceError when
+    it asked for CUDA, there is none, and the CPU is not allowed on purpose."""
+    if requested == "cpu" or (requested == "auto" and not torch.cuda.is_available()):
+        return "cpu"
     if torch.cuda.is_available():
-        device = torch.device("cuda", torch.cuda.current_device())
+        return "cuda"
+    build = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
+    if cpu_allowed(allow_cpu):
+        log.warning("this run asked for a GPU but there is none (torch %s, %s): training on the CPU, as "
+                    "allowed by --allow-cpu or %s", torch.__version__, build, ALLOW_CPU_ENV)  # fmt: skip
+        return "cpu"
+    raise DeviceError(
+        f"this run asked for a GPU (--device cuda: the workflow asks for one when the job's resources.gpu "
+        f"is >= 1) but torch finds no CUDA device (torch {torch.__version__}, {build}); to train on the CPU "
+        f"on purpose set {ALLOW_CPU_ENV}=1 or pass --allow-cpu, or set resources.gpu: 0 in the config"
+    )
+
+
+def setup_device(num_threads: int | None, requested: str = "auto", allow_cpu: bool = False) -> DeviceSetup:
+    """Choose the device for this process (`choose_device`) and configure it."""
+    if choose_device(requested, allow_cpu) == "cuda":
+        device = torch.device("cuda", claim_cuda_device())
+        torch.cuda.set_device(device)
         torch.cuda.reset_peak_memory_stats(device)
         # TF32 for the fp32 work autocast leaves alone (optimizer, norms), as was default in the paper's era.
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -100,6 +146,31 @@ def setup_device(num_threads: int | None) -> DeviceSetup:
         setup = DeviceSetup(torch.device("cpu"), _cpu_name(), threads)
     log.info("device: %s%s", setup.name, f" ({setup.threads} threads)" if setup.threads else "")
     return setup
+
+
+def claim_cuda_device() -> int:
+    """The index of a visible CUDA device that no other pdelra process on this machine trains on.
+
+    Snakemake rations cards as a count (`--resources gpu=2`) but does not say which card a job holds, so
+    each job takes the first card whose lock file it can lock (flock: the kernel releases it when the process
+    ends, however it ends). With one visible device (a Slurm job, a one-card workstation) that is device 0.
+    """
+    count = torch.cuda.device_count()
+    if count <= 1:
+        return 0
+    folder = Path(os.environ.get(GPU_LOCK_DIR_ENV) or tempfile.gettempdir())
+    for index in range(count):
+        card = torch.cuda.get_device_properties(index).uuid  # the same card under any CUDA_VISIBLE_DEVICES
+        handle = open(folder / f"pdelra-cuda-{card}.lock", "a")  # noqa: SIM115 (held for the process's life)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        _HELD_CARDS.append(handle)
+        return index
+    log.warning("all %d CUDA devices are in use by other pdelra processes: sharing device 0", count)
+    return 0
 
 
 def _cpu_name() -> str:

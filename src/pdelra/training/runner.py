@@ -91,12 +91,14 @@ def count_parameters(model: torch.nn.Module) -> tuple[int, int]:
     return total, sum(p.numel() for p in inside.values())
 
 
-def train_run(cfg: RunConfig, data_dir: Path, out_dir: Path, ckpt_dir: Path) -> int:
-    """Train one run; returns 0 (completed or diverged, metrics.json written) or EXIT_INTERRUPTED (75)."""
+def train_run(cfg: RunConfig, data_dir: Path, out_dir: Path, ckpt_dir: Path, device: str = "auto") -> int:
+    """Train one run; returns 0 (completed or diverged, metrics.json written) or EXIT_INTERRUPTED (75).
+
+    `device`: auto, cuda or cpu (pdelra.training.device.choose_device; cuda without CUDA is an error)."""
     # The run's lock first: a second process for the same run (a rerun beside a job of a dead Snakemake)
     # waits here instead of training beside it.
     with run_lock(ckpt_dir) as waited, InterruptFlag() as interrupted:
-        trainer = _Trainer(cfg, data_dir, out_dir, ckpt_dir, interrupted)
+        trainer = _Trainer(cfg, data_dir, out_dir, ckpt_dir, interrupted, device)
         if waited and trainer.finished_elsewhere():
             return 0
         return trainer.run()
@@ -104,9 +106,15 @@ def train_run(cfg: RunConfig, data_dir: Path, out_dir: Path, ckpt_dir: Path) -> 
 
 class _Trainer:
     def __init__(
-        self, cfg: RunConfig, data_dir: Path, out_dir: Path, ckpt_dir: Path, interrupted: InterruptFlag
+        self,
+        cfg: RunConfig,
+        data_dir: Path,
+        out_dir: Path,
+        ckpt_dir: Path,
+        interrupted: InterruptFlag,
+        device: str = "auto",
     ) -> None:
-        from pdelra.data.store import load_split, manifest_hash, read_manifest
+        from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
 
         self.started = time.monotonic()
         self.cfg, self.tc = cfg, cfg.train
@@ -119,10 +127,12 @@ class _Trainer:
             )
         self.data_hash = manifest_hash(data_dir)
         self.splits = {name: load_split(data_dir, name) for name in ("train", "val", "test")}
+        for name, split in self.splits.items():  # a bad value fails here, naming its file, not in torch
+            check_values(data_dir, name, split, self.manifest)
         self.two_tower = B.is_pair_split(self.splits["train"])
 
         self.seeds = derive_seeds(cfg.seed)
-        self.dev: DeviceSetup = setup_device(self.tc.num_threads)
+        self.dev: DeviceSetup = setup_device(self.tc.num_threads, device)
         seed_everything(self.seeds)  # before building the model: initial weights depend on the seed
         self.model = build_model(cfg, self.manifest, self.two_tower).to(self.dev.device)
         # torch.compile wraps the module; checkpoints always hold the plain module's weights.
