@@ -54,6 +54,10 @@ def load_wordpiece(vocab_file: Path, max_length: int) -> tuple[Any, dict[str, An
         )
     if max_length < 2:
         raise DataError(None, f"max length {max_length} leaves no room for [CLS] and [SEP]")
+    entries = set(vocab_file.read_text(encoding="utf-8", errors="replace").splitlines())
+    missing = [token for token in WORDPIECE_SPECIALS if token not in entries]
+    if missing:  # checked here: the library's own message does not name the file
+        raise DataError(vocab_file, f"wordpiece vocabulary lacks the special token(s) {', '.join(missing)}")
     try:
         tokenizer = BertWordPieceTokenizer(str(vocab_file), lowercase=True)
     except Exception as err:  # the library raises plain Exception for an unreadable vocabulary
