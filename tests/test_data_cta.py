@@ -21,6 +21,7 @@ from archives import (
     SST2_DEV,
     SST2_TRAIN,
     WIKITEXT_LINES,
+    aclimdb_archive,
     agnews_archive,
     bert_vocab_file,
     llama_tokenizer_file,
@@ -185,6 +186,19 @@ def test_subset_keeps_a_seeded_fraction_of_train(tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"0\.001 of 200 training rows is no row"):
         cta.subset(tmp_path / "full", tmp_path / "d", 0.001, seed=0)
     assert not (tmp_path / "d").exists()
+
+
+def test_character_level_imdb_builds_the_official_vocabulary(tmp_path: Path) -> None:
+    aclimdb_archive(tmp_path / "imdb.tgz")  # train: 10 x "bad film" (neg, read first), 10 x "good"
+    extract("imdb", tmp_path / "imdb.tgz", tmp_path / "raw")
+    manifest = cta.preprocess_cta("imdb_char", tmp_path / "raw/text", None, tmp_path / "out", max_length=3)
+    # counts d 20, o 20, then 10 each in order of first appearance; "c", "n", "é" are unknown (<UNK> = 1)
+    assert manifest["vocab"] == ["<PAD>", "<UNK>", "d", "o", "b", "a", " ", "f", "i", "l", "m", "g"]
+    test = load_split(tmp_path / "out", "test")  # neg "no", pos "café"
+    assert test.tokens.tolist() == [[1, 3, 0], [1, 5, 7]] and test.lengths.tolist() == [2, 3]
+    assert test.labels.tolist() == [0, 1] and manifest["truncated"]["test"] == 1
+    with pytest.raises(DataError, match="imdb needs --tokenizer"):
+        cta.preprocess_cta("imdb", tmp_path / "raw/text", None, tmp_path / "wp")
 
 
 def test_val_fraction_carves_val_from_train(tmp_path: Path) -> None:

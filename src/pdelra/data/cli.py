@@ -53,7 +53,8 @@ def _preprocess(args: argparse.Namespace) -> int:
 def _preprocess_cta(args: argparse.Namespace) -> int:
     from pdelra.data.cta import preprocess_cta
 
-    raw, tokenizer, out = Path(args.raw), Path(args.tokenizer), Path(args.out)
+    raw, out = Path(args.raw), Path(args.out)
+    tokenizer = Path(args.tokenizer) if args.tokenizer else None
     preprocess_cta(args.task, raw, tokenizer, out, args.max_length, args.seed, args.val_fraction)
     return 0
 
@@ -150,7 +151,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "As the official Continuous-Time Attention code prepares its data: agnews, sst2, imdb → "
             "'[CLS] text [SEP]' WordPiece ids (BERT uncased vocab.txt) cut and padded to --max-length; "
-            "wikitext103 → causal-LM blocks of --max-length ids (tokenizer.json, </s> after each line, "
+            "imdb_char → character ids (a vocabulary of the training texts, no tokenizer file); wikitext103 → causal-LM blocks of --max-length ids (tokenizer.json, </s> after each line, "
             f"1,000-line packing batches). Default lengths: {lengths}. val and test are the split the "
             "official code evaluates on, unless --val-fraction carves val from train."
         ),
@@ -160,7 +161,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--raw", required=True, help="raw task folder, e.g. data/raw/agnews (imdb: data/raw/text)"
     )
     parser.add_argument(
-        "--tokenizer", required=True, help="vocab.txt (classification) or tokenizer.json (LM)"
+        "--tokenizer", help="vocab.txt (the WordPiece tasks) or tokenizer.json (wikitext103)"
     )
     parser.add_argument("--out", required=True, help="processed task folder, e.g. data/processed/cta_agnews")
     parser.add_argument("--max-length", type=int, default=None, help="tokens per row (LM: block size)")

@@ -3,8 +3,11 @@ into the processed-array store (`pdelra.data.store`).
 
 Classification (Table 1; WordPiece, BERT uncased): `agnews` (max length 256), `sst2` (128), `imdb` (256, the
 aclImdb raw folder of the `text` task). Each row is "[CLS] text [SEP]" cut to the max length, padded with
-[PAD]. The official code trains on the release's train split and reports the best accuracy over epochs on
-its evaluation split (AG News and IMDb: test; SST-2: dev, GLUE's test having no labels). By default the store
+[PAD]. `imdb_char` (Table 2, LRA-style, 2048): the same reviews as character ids over a vocabulary of the
+training texts' characters (no tokenizer file), as the official `char_level.py`.
+
+The official code trains on the release's train split and reports the best accuracy over epochs on its
+evaluation split (AG News and IMDb: test; SST-2: dev, GLUE's test having no labels). By default the store
 follows it: `val` and `test` are both that evaluation split (the manifest says so under `val_split`). With
 `val_fraction` a seeded fraction of train becomes `val` instead, keeping test unseen (a deviation from the
 authors, named in the manifest).
@@ -21,8 +24,10 @@ rows): a seeded random `int(N * fraction)` of train rows, val and test copied un
 
 from __future__ import annotations
 
+import itertools
 import logging
 import shutil
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,10 +40,11 @@ from pdelra.data.hashing import inputs_hash
 
 log = logging.getLogger("pdelra.data")
 
-CLASSIFICATION_TASKS = ("agnews", "sst2", "imdb")
+CLASSIFICATION_TASKS = ("agnews", "sst2", "imdb", "imdb_char")
 LM_TASKS = ("wikitext103",)
 TASKS = CLASSIFICATION_TASKS + LM_TASKS
-DEFAULT_MAX_LENGTH = {"agnews": 256, "sst2": 128, "imdb": 256, "wikitext103": 512}
+DEFAULT_MAX_LENGTH = {"agnews": 256, "sst2": 128, "imdb": 256, "imdb_char": 2048, "wikitext103": 512}
+CHAR_MIN_FREQ = 1  # configs/char_level_imdb.yaml
 HF_MAP_BATCH = 1000  # `datasets.Dataset.map(batched=True)`'s default batch size: the LM grouping unit
 ABLATION_FRACTIONS = (
     0.001,
@@ -91,13 +97,14 @@ READERS: dict[str, Callable[[Path], tuple[dict[str, Rows], list[str], str]]] = {
 def preprocess_cta(
     task: str,
     raw: Path,
-    tokenizer_file: Path,
+    tokenizer_file: Path | None,
     out: Path,
     max_length: int | None = None,
     seed: int = 0,
     val_fraction: float | None = None,
 ) -> dict[str, Any]:
-    """Preprocess one CTA task from `raw` with the tokenizer file into `out`; returns the manifest."""
+    """Preprocess one CTA task from `raw` with the tokenizer file (none for imdb_char) into `out`; returns
+    the manifest."""
     if task not in TASKS:
         raise DataError(None, f"unknown CTA task {task!r}; tasks are {list(TASKS)}")
     if not raw.is_dir():
@@ -113,6 +120,8 @@ def preprocess_cta(
     store.begin_task(out)
     try:
         if task in LM_TASKS:
+            if tokenizer_file is None:
+                raise DataError(None, f"{task} needs --tokenizer (a tokenizer.json)")
             manifest = _language_model(task, raw, tokenizer_file, out, max_length)
         else:
             manifest = _classification(task, raw, tokenizer_file, out, max_length, seed, val_fraction)
@@ -128,45 +137,89 @@ def preprocess_cta(
     return store.read_manifest(out)
 
 
-def _classification(task: str, raw: Path, tokenizer_file: Path, out: Path, max_length: int, seed: int,
-                    val_fraction: float | None) -> dict[str, Any]:  # fmt: skip
-    from pdelra.data import tokenize
-
-    tokenizer, identity = tokenize.load_wordpiece(tokenizer_file, max_length)
-    release, classes, evaluation = READERS[task](raw)
+def _parts(
+    release: dict[str, Rows], evaluation: str, seed: int, val_fraction: float | None
+) -> tuple[dict, str]:
+    """train/val/test (texts, labels): the authors' (val = test = the evaluation split) or val carved."""
     train_texts, train_labels, _ = release["train"]
     eval_texts, eval_labels, _ = release[evaluation]
     if val_fraction is None:
-        parts = {"train": (train_texts, train_labels), "val": (eval_texts, eval_labels),
-                 "test": (eval_texts, eval_labels)}  # fmt: skip
-        val_note = (
-            f"val = test = the release's {evaluation} split, as the official code evaluates (best epoch)"
+        note = f"val = test = the release's {evaluation} split, as the official code evaluates (best epoch)"
+        return {
+            "train": release["train"][:2],
+            "val": (eval_texts, eval_labels),
+            "test": (eval_texts, eval_labels),
+        }, note
+    order = np.random.default_rng(seed).permutation(len(train_texts))
+    n_val = round(val_fraction * len(train_texts))
+    pick = lambda idx: ([train_texts[i] for i in idx], [train_labels[i] for i in idx])  # noqa: E731
+    note = (f"val = {val_fraction:.0%} of train drawn with seed {seed}; test = the release's {evaluation} "
+            "split (a deviation: the official code selects its epoch on that split)")  # fmt: skip
+    return {"train": pick(np.sort(order[n_val:])), "val": pick(np.sort(order[:n_val])),
+            "test": (eval_texts, eval_labels)}, note  # fmt: skip
+
+
+class CharVocabulary:
+    """The official character-level IMDb vocabulary (`build_char_vocab`): <PAD> = 0, <UNK> = 1, then every
+    character of the training texts by falling count (ties in order of first appearance)."""
+
+    def __init__(self, texts: list[str], min_freq: int = CHAR_MIN_FREQ) -> None:
+        counts = Counter(c for text in texts for c in text)
+        self.vocab = ["<PAD>", "<UNK>", *(c for c, n in counts.most_common() if n >= min_freq)]
+        code_points = np.array([ord(c) for c in self.vocab[2:]], dtype=np.int64)
+        self._order = np.argsort(code_points)
+        self._sorted = code_points[self._order]
+
+    def encode(self, texts: list[str], max_length: int) -> tuple[np.ndarray, np.ndarray, int]:
+        """(ids (N, max_length) padded with 0, lengths, texts cut): `text[:max_length]`, unknown → <UNK>."""
+        tokens = np.zeros((len(texts), max_length), dtype=store.token_dtype(len(self.vocab)))
+        lengths = np.zeros(len(texts), dtype=np.int32)
+        for i, text in enumerate(texts):
+            points = np.frombuffer(text[:max_length].encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+            at = np.minimum(np.searchsorted(self._sorted, points), len(self._sorted) - 1)
+            known = self._sorted[at] == points
+            tokens[i, : len(points)] = np.where(known, self._order[at] + 2, 1)
+            lengths[i] = len(points)
+        return tokens, lengths, sum(len(text) > max_length for text in texts)
+
+
+def _classification(task: str, raw: Path, tokenizer_file: Path | None, out: Path, max_length: int, seed: int,
+                    val_fraction: float | None) -> dict[str, Any]:  # fmt: skip
+    from pdelra.data import tokenize
+
+    release, classes, evaluation = READERS["imdb" if task == "imdb_char" else task](raw)
+    parts, val_note = _parts(release, evaluation, seed, val_fraction)
+    if task == "imdb_char":
+        chars = CharVocabulary(parts["train"][0])
+        encode = lambda texts: chars.encode(texts, max_length)  # noqa: E731
+        pad_id, identity = (
+            0,
+            {"kind": "characters", "min_freq": CHAR_MIN_FREQ, "vocab_size": len(chars.vocab)},
         )
+        vocab: list[str] | None = chars.vocab
+        note = (f"Character ids (vocabulary of the training texts, <PAD> = 0, <UNK> = 1, by falling count), "
+                f"text[:{max_length}], padded with 0.")  # fmt: skip
     else:
-        order = np.random.default_rng(seed).permutation(len(train_texts))
-        n_val = round(val_fraction * len(train_texts))
-        pick = lambda idx: ([train_texts[i] for i in idx], [train_labels[i] for i in idx])  # noqa: E731
-        parts = {"train": pick(np.sort(order[n_val:])), "val": pick(np.sort(order[:n_val])),
-                 "test": (eval_texts, eval_labels)}  # fmt: skip
-        val_note = (
-            f"val = {val_fraction:.0%} of train drawn with seed {seed}; test = the release's {evaluation} "
-            "split (a deviation: the official code selects its epoch on that split)"
-        )
-    pad_id = identity["special_ids"]["[PAD]"]
-    dtype = store.token_dtype(identity["vocab_size"])
+        if tokenizer_file is None:
+            raise DataError(None, f"{task} needs --tokenizer (the WordPiece vocab.txt)")
+        tokenizer, identity = tokenize.load_wordpiece(tokenizer_file, max_length)
+        pad_id, vocab = identity["special_ids"]["[PAD]"], None
+        dtype = store.token_dtype(identity["vocab_size"])
+        encode = lambda texts: tokenize.encode_padded(tokenizer, texts, max_length, pad_id, dtype)  # noqa: E731
+        note = (f"WordPiece ids of '[CLS] text [SEP]' (BERT uncased pipeline over {identity['file']}), "
+                f"cut to {max_length} tokens, [CLS]/[SEP] kept, padded with [PAD] = {pad_id}.")  # fmt: skip
     counts, truncated = {}, {}
     for split, (texts, labels) in parts.items():
-        tokens, lengths, cut = tokenize.encode_padded(tokenizer, texts, max_length, pad_id, dtype)
+        tokens, lengths, cut = encode(texts)
         store.write_split(out, split, tokens, lengths, np.asarray(labels, dtype=np.int64))
         counts[split], truncated[split] = len(labels), cut
     files = [path for *_, path in release.values()]
     sources = [p for path in files for p in (sorted(path.rglob("*.txt")) if path.is_dir() else [path])]
     return {
-        "vocab_size": identity["vocab_size"], "num_classes": len(classes), "label_names": classes,
-        "counts": counts, "truncated": truncated, "skipped": {"count": 0, "items": []}, "pad_id": pad_id,
-        "tokenizer": identity, "val_split": val_note, "input_hash": inputs_hash(raw, sources),
-        "notes": [f"WordPiece ids of '[CLS] text [SEP]' (BERT uncased pipeline over {identity['file']}), "
-                  f"cut to {max_length} tokens, [CLS]/[SEP] kept, padded with [PAD] = {pad_id}.", val_note],
+        "vocab_size": identity["vocab_size"], "vocab": vocab, "num_classes": len(classes),
+        "label_names": classes, "counts": counts, "truncated": truncated, "pad_id": pad_id,
+        "skipped": {"count": 0, "items": []}, "tokenizer": identity, "val_split": val_note, "input_hash": inputs_hash(raw, sources),
+        "notes": [note, val_note],
     }  # fmt: skip
 
 
@@ -194,10 +247,9 @@ def _language_model(task: str, raw: Path, tokenizer_file: Path, out: Path, block
     for split, name in wikitext.SPLIT_FILES.items():
         path = raw / wikitext.FOLDER / name
         files.append(path)
-        rows = list(wikitext.read_lines(path))
         blocks, starts, dropped[split] = [], [], 0
-        for first in range(0, len(rows), HF_MAP_BATCH):
-            batch = rows[first : first + HF_MAP_BATCH]
+        lines = wikitext.read_lines(path)  # streamed: wiki.train.tokens is 0.5 GB of text
+        while batch := list(itertools.islice(lines, HF_MAP_BATCH)):
             pieces = tokenize.encode_lines(tokenizer, [text for _, text in batch], identity["eos_id"])
             b, s, d = pack_blocks(pieces, [line for line, _ in batch], block_size)
             blocks.append(b.astype(dtype)), starts.append(s)
