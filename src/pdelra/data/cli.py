@@ -151,7 +151,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "As the official Continuous-Time Attention code prepares its data: agnews, sst2, imdb → "
             "'[CLS] text [SEP]' WordPiece ids (BERT uncased vocab.txt) cut and padded to --max-length; "
-            "imdb_char → character ids (a vocabulary of the training texts, no tokenizer file); wikitext103 → causal-LM blocks of --max-length ids (tokenizer.json, </s> after each line, "
+            "imdb_char → character ids (a vocabulary of the training texts, no tokenizer file); "
+            "wikitext103 → causal-LM blocks of --max-length ids (tokenizer.json, </s> after each line, "
             f"1,000-line packing batches). Default lengths: {lengths}. val and test are the split the "
             "official code evaluates on, unless --val-fraction carves val from train."
         ),

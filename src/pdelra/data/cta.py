@@ -46,14 +46,10 @@ TASKS = CLASSIFICATION_TASKS + LM_TASKS
 DEFAULT_MAX_LENGTH = {"agnews": 256, "sst2": 128, "imdb": 256, "imdb_char": 2048, "wikitext103": 512}
 CHAR_MIN_FREQ = 1  # configs/char_level_imdb.yaml
 HF_MAP_BATCH = 1000  # `datasets.Dataset.map(batched=True)`'s default batch size: the LM grouping unit
-ABLATION_FRACTIONS = (
-    0.001,
-    0.01,
-    0.05,
-    0.1,
-)  # run_ablation_datasize.py --data_sizes (and run_all_ablations.sh)
+# run_ablation_datasize.py's --data_sizes default, also what run_all_ablations.sh passes
+ABLATION_FRACTIONS = (0.001, 0.01, 0.05, 0.1)
 
-Rows = tuple[list[str], list[int], Path]  # texts, labels, file they came from
+Rows = tuple[list[str], list[int], list[Path]]  # texts, labels, the files they came from
 
 
 def _agnews(raw: Path) -> tuple[dict[str, Rows], list[str], str]:
@@ -63,7 +59,7 @@ def _agnews(raw: Path) -> tuple[dict[str, Rows], list[str], str]:
     for split, name in agnews.SPLIT_FILES.items():
         path = raw / agnews.FOLDER / name
         rows = list(agnews.read_rows(path))
-        splits[split] = ([text for _, text, _ in rows], [label for _, _, label in rows], path)
+        splits[split] = ([text for _, text, _ in rows], [label for _, _, label in rows], [path])
     return splits, list(agnews.CLASSES), "test"
 
 
@@ -74,7 +70,7 @@ def _sst2(raw: Path) -> tuple[dict[str, Rows], list[str], str]:
     for split in ("train", "dev"):
         path = raw / sst2.FOLDER / sst2.SPLIT_FILES[split]
         rows = list(sst2.read_labeled(path))
-        splits[split] = ([text for _, text, _ in rows], [label for _, _, label in rows], path)
+        splits[split] = ([text for _, text, _ in rows], [label for _, _, label in rows], [path])
     return splits, list(sst2.CLASSES), "dev"
 
 
@@ -84,8 +80,8 @@ def _imdb(raw: Path) -> tuple[dict[str, Rows], list[str], str]:
     splits = {}
     for split in text.RELEASE_SPLITS:
         files = text.review_files(raw / "aclImdb", split)
-        texts = [path.read_text(encoding="utf-8") for path, _ in files]
-        splits[split] = (texts, [label for _, label in files], raw / "aclImdb" / split)
+        texts = [path.read_bytes().decode("utf-8") for path, _ in files]  # as HF's loader: no newline mapping
+        splits[split] = (texts, [label for _, label in files], [path for path, _ in files])
     return splits, list(text.CLASSES), "test"
 
 
@@ -122,7 +118,7 @@ def preprocess_cta(
         if task in LM_TASKS:
             if tokenizer_file is None:
                 raise DataError(None, f"{task} needs --tokenizer (a tokenizer.json)")
-            manifest = _language_model(task, raw, tokenizer_file, out, max_length)
+            manifest = _language_model(raw, tokenizer_file, out, max_length)
         else:
             manifest = _classification(task, raw, tokenizer_file, out, max_length, seed, val_fraction)
         empty = [split for split, count in manifest["counts"].items() if count == 0]
@@ -213,12 +209,10 @@ def _classification(task: str, raw: Path, tokenizer_file: Path | None, out: Path
         tokens, lengths, cut = encode(texts)
         store.write_split(out, split, tokens, lengths, np.asarray(labels, dtype=np.int64))
         counts[split], truncated[split] = len(labels), cut
-    files = [path for *_, path in release.values()]
-    sources = [p for path in files for p in (sorted(path.rglob("*.txt")) if path.is_dir() else [path])]
     return {
         "vocab_size": identity["vocab_size"], "vocab": vocab, "num_classes": len(classes),
         "label_names": classes, "counts": counts, "truncated": truncated, "pad_id": pad_id,
-        "skipped": {"count": 0, "items": []}, "tokenizer": identity, "val_split": val_note, "input_hash": inputs_hash(raw, sources),
+        "skipped": {"count": 0, "items": []}, "tokenizer": identity, "val_split": val_note, "input_hash": inputs_hash(raw, [path for *_, paths in release.values() for path in paths]),
         "notes": [note, val_note],
     }  # fmt: skip
 
@@ -238,7 +232,7 @@ def pack_blocks(
     )
 
 
-def _language_model(task: str, raw: Path, tokenizer_file: Path, out: Path, block_size: int) -> dict[str, Any]:
+def _language_model(raw: Path, tokenizer_file: Path, out: Path, block_size: int) -> dict[str, Any]:
     from pdelra.data import tokenize, wikitext
 
     tokenizer, identity = tokenize.load_lm_tokenizer(tokenizer_file)
@@ -275,7 +269,11 @@ def subset(source: Path, out: Path, fraction: float, seed: int) -> dict[str, Any
     """Write `out`: a seeded `int(N * fraction)` of `source`'s train rows, its val and test as they are."""
     if not 0 < fraction <= 1:
         raise DataError(None, f"--fraction must be in (0, 1], got {fraction}")
+    if out.resolve() == source.resolve():
+        raise DataError(out, "--out must differ from --processed (the subset is written beside it)")
     manifest = store.read_manifest(source)
+    if manifest["task"] == "retrieval":
+        raise DataError(source, "subset copies single-document rows; retrieval's pairs are not supported")
     n = manifest["counts"]["train"]
     keep = int(n * fraction)  # the ablation script's num_samples
     if keep == 0:

@@ -169,7 +169,7 @@ def _wikitext103(out: Path, p: dict[str, Any]) -> None:
                       noise=p["noise"])  # fmt: skip
 
 
-def classification_texts(n: int, seed: int) -> list[str]:
+def _classification_texts(n: int, seed: int) -> list[str]:
     """Texts as the AG News, SST-2 and IMDb generators write them (the WordPiece stand-in's corpus)."""
     import random
 
@@ -184,7 +184,7 @@ def classification_texts(n: int, seed: int) -> list[str]:
 def _wordpiece(out: Path, p: dict[str, Any]) -> None:
     from pdelra.data import tokenize
 
-    texts = classification_texts(p["n_texts"], p["seed"])
+    texts = _classification_texts(p["n_texts"], p["seed"])
     tokenize.build_wordpiece_vocab(texts, out, p["split_longer_than"])
 
 
