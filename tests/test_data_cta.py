@@ -104,7 +104,7 @@ def test_release_layouts_extract_and_preprocess(tmp_path: Path) -> None:
     extract_and_preprocess(downloads, tmp_path)
 
 
-@pytest.mark.slow  # five `dvc import-url` runs: 20-50 s on 2 shared cores
+@pytest.mark.slow  # five `dvc import-url` runs: 15-50 s on 2 shared cores
 def test_fetch_real_layouts_from_loopback_through_dvc(server: tuple[str, Path], project: Path) -> None:  # noqa: F811
     base, served = server
     downloads = project / "data/raw/downloads"
