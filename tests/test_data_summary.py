@@ -27,7 +27,9 @@ def _spec(tmp_path: Path, source: str, max_length: int, model: dict[str, int]) -
         "listops": {
             "manifest": str(_manifest(tmp_path / "listops", max_length, counts)),
             "source": source,
-            "origin": 'pdelra generate listops {"n_train": 1000}' if source == "generated" else "https://x/y.gz",
+            "origin": 'pdelra generate listops {"n_train": 1000}'
+            if source == "generated"
+            else "https://x/y.gz",
             "model": model,
         }
     }

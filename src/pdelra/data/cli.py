@@ -1,4 +1,4 @@
-"""Subcommands `generate`, `fetch`, `extract`, `preprocess`: the data steps of the workflow.
+"""Subcommands `generate`, `fetch`, `extract`, `preprocess`, `preprocess-cta`, `subset`: the data steps.
 
 Heavy imports (numpy, Pillow, DVC) happen inside the handlers, so `pdelra --help` stays fast.
 """
@@ -50,6 +50,22 @@ def _preprocess(args: argparse.Namespace) -> int:
     return 0
 
 
+def _preprocess_cta(args: argparse.Namespace) -> int:
+    from pdelra.data.cta import preprocess_cta
+
+    raw, out = Path(args.raw), Path(args.out)
+    tokenizer = Path(args.tokenizer) if args.tokenizer else None
+    preprocess_cta(args.task, raw, tokenizer, out, args.max_length, args.seed, args.val_fraction)
+    return 0
+
+
+def _subset(args: argparse.Namespace) -> int:
+    from pdelra.data.cta import subset
+
+    subset(Path(args.processed), Path(args.out), args.fraction, args.seed)
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     from pdelra.data.extract import SOURCES
     from pdelra.data.generate import DEFAULTS
@@ -64,7 +80,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             f"object; unknown keys are an error): {settings}."
         ),
     )
-    parser.add_argument("task", choices=TASKS, metavar="TASK", help=f"one of {', '.join(TASKS)}")
+    parser.add_argument("task", choices=tuple(DEFAULTS), metavar="TASK", help=f"one of {', '.join(DEFAULTS)}")
     parser.add_argument("--out", required=True, help="raw task folder to write, e.g. data/raw/listops")
     parser.add_argument(
         "--params", default="{}", help="generation settings as JSON, e.g. '{\"n_train\": 500}'"
@@ -92,7 +108,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Read ARCHIVE once as a stream and write the task folders it feeds under --out: lra_release → "
             "listops/, retrieval/, pathfinder/ (Pathfinder-32 hard decoded into one packed array); imdb → "
-            "text/aclImdb/; cifar10 → image/cifar-10-batches-bin/. Unsafe members (absolute paths, '..', "
+            "text/aclImdb/; cifar10 → image/cifar-10-batches-bin/; agnews → agnews/ag_news_csv/; sst2 → "
+            "sst2/SST-2/; wikitext103 → wikitext103/wikitext-103/ (tar or zip, told by content). "
+            "Unsafe members (absolute paths, '..', "
             "links, devices) are refused; a truncated archive leaves earlier outputs untouched."
         ),
     )
@@ -122,3 +140,49 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--seed", type=int, default=0, help="seed of the carved splits (text val, pathfinder)"
     )
     parser.set_defaults(func=_preprocess)
+
+    from pdelra.data.cta import ABLATION_FRACTIONS, DEFAULT_MAX_LENGTH
+    from pdelra.data.cta import TASKS as CTA_TASKS
+
+    lengths = ", ".join(f"{task} {n}" for task, n in DEFAULT_MAX_LENGTH.items())
+    parser = subparsers.add_parser(
+        "preprocess-cta",
+        help="tokenise an official-CTA task (WordPiece or the TinyLlama tokenizer) into the processed store",
+        description=(
+            "As the official Continuous-Time Attention code prepares its data: agnews, sst2, imdb → "
+            "'[CLS] text [SEP]' WordPiece ids (BERT uncased vocab.txt) cut and padded to --max-length; "
+            "imdb_char → character ids (a vocabulary of the training texts, no tokenizer file); "
+            "wikitext103 → causal-LM blocks of --max-length ids (tokenizer.json, </s> after each line, "
+            f"1,000-line packing batches). Default lengths: {lengths}. val and test are the split the "
+            "official code evaluates on, unless --val-fraction carves val from train."
+        ),
+    )
+    parser.add_argument("task", choices=CTA_TASKS, metavar="TASK", help=f"one of {', '.join(CTA_TASKS)}")
+    parser.add_argument(
+        "--raw", required=True, help="raw task folder, e.g. data/raw/agnews (imdb: data/raw/text)"
+    )
+    parser.add_argument(
+        "--tokenizer", help="vocab.txt (the WordPiece tasks) or tokenizer.json (wikitext103)"
+    )
+    parser.add_argument("--out", required=True, help="processed task folder, e.g. data/processed/cta_agnews")
+    parser.add_argument("--max-length", type=int, default=None, help="tokens per row (LM: block size)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of --val-fraction's draw")
+    parser.add_argument(
+        "--val-fraction", type=float, default=None, help="carve val from train (a deviation from the authors)"
+    )
+    parser.set_defaults(func=_preprocess_cta)
+
+    parser = subparsers.add_parser(
+        "subset",
+        help="a seeded fraction of a processed task's train rows (the CTA data-size ablation)",
+        description=(
+            "Copy a processed task folder keeping int(N * --fraction) train rows drawn with --seed; val and "
+            "test unchanged; the manifest records the source manifest's hash. The official ablation uses "
+            f"fractions {', '.join(map(str, ABLATION_FRACTIONS))} of WikiText-103's training blocks."
+        ),
+    )
+    parser.add_argument("--processed", required=True, help="processed task folder to draw from")
+    parser.add_argument("--out", required=True, help="processed folder to write")
+    parser.add_argument("--fraction", type=float, required=True, help="share of train rows kept, in (0, 1]")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the draw")
+    parser.set_defaults(func=_subset)

@@ -7,6 +7,13 @@
   folders at the top level); a file seen twice is kept once.
 - `imdb` (aclImdb_v1.tar.gz): aclImdb/{train,test}/{pos,neg}/*.txt → RAW/text/aclImdb/...
 - `cifar10` (cifar-10-binary.tar.gz): the 6 batches and batches.meta.txt → RAW/image/cifar-10-batches-bin/.
+- `agnews` (ag_news_csv.tgz): ag_news_csv/{train,test}.csv, classes.txt, readme.txt → RAW/agnews/ag_news_csv/.
+- `sst2` (GLUE SST-2.zip): SST-2/{train,dev,test}.tsv → RAW/sst2/SST-2/ (SST-2/original/ is not kept).
+- `wikitext103` (wikitext-103-v1.zip): wikitext-103/wiki.{train,valid,test}.tokens →
+  RAW/wikitext103/wikitext-103/.
+
+Tar archives (plain, gzip, bzip2, xz) and zip archives are told apart by their first bytes, not their names
+(the workflow stores every download as `{source}.tar.gz`).
 
 Every member is checked before anything else: absolute paths, `..`, links and devices are refused with an
 error naming the member. Each task folder is built beside its target and swapped in only when the whole
@@ -21,7 +28,9 @@ import logging
 import lzma
 import re
 import shutil
+import stat
 import tarfile
+import zipfile
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
@@ -33,7 +42,7 @@ from pdelra.data.progress import progress
 
 log = logging.getLogger("pdelra.data")
 
-SOURCES = ("lra_release", "imdb", "cifar10")
+SOURCES = ("lra_release", "imdb", "cifar10", "agnews", "sst2", "wikitext103")
 PATHFINDER_PREFIX = "pathfinder32/curv_contour_length_14/"
 LRA_FILES = {
     "listops-1000/basic_train.tsv": "listops", "listops-1000/basic_val.tsv": "listops",
@@ -42,9 +51,23 @@ LRA_FILES = {
 }  # fmt: skip
 IMDB_FILE = re.compile(r"^aclImdb/(train|test)/(pos|neg)/\d+_\d+\.txt$")
 CIFAR_FILE = re.compile(r"^cifar-10-batches-bin/((data_batch_[1-5]|test_batch)\.bin|batches\.meta\.txt)$")
+AGNEWS_FILE = re.compile(r"^ag_news_csv/(train\.csv|test\.csv|classes\.txt|readme\.txt)$")
+SST2_FILE = re.compile(r"^SST-2/(train|dev|test)\.tsv$")
+WIKITEXT_FILE = re.compile(r"^wikitext-103/wiki\.(train|valid|test)\.tokens$")
+ZIP_MAGIC = b"PK\x03\x04"
 
 
 _DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+def name_parts(name: str, archive: Path) -> list[str]:
+    """The components of a member name ('' and '.' dropped); absolute names and '..' are refused."""
+    if name.startswith(("/", "\\")) or _DRIVE.match(name):
+        raise DataError(archive, f"unsafe archive member {name!r}: absolute path")
+    parts = [part for part in name.split("/") if part not in ("", ".")]
+    if ".." in parts:
+        raise DataError(archive, f"unsafe archive member {name!r}: '..' in path")
+    return parts
 
 
 def safe_parts(member: tarfile.TarInfo, archive: Path) -> list[str]:
@@ -52,11 +75,7 @@ def safe_parts(member: tarfile.TarInfo, archive: Path) -> list[str]:
     refuse anything that could write outside the target. Plain string work: this runs for every member of
     archives with hundreds of thousands of them."""
     name = member.name
-    if name.startswith(("/", "\\")) or _DRIVE.match(name):
-        raise DataError(archive, f"unsafe archive member {name!r}: absolute path")
-    parts = [part for part in name.split("/") if part not in ("", ".")]
-    if ".." in parts:
-        raise DataError(archive, f"unsafe archive member {name!r}: '..' in path")
+    parts = name_parts(name, archive)
     if member.issym() or member.islnk():
         raise DataError(archive, f"unsafe archive member {name!r}: link to {member.linkname!r}")
     if member.isdev() or not (member.isfile() or member.isdir()):
@@ -118,7 +137,14 @@ def extract(source: str, archive: Path, out: Path) -> dict[str, int]:
         raise DataError(None, f"unknown source {source!r}; sources are {list(SOURCES)}")
     try:
         return _EXTRACTORS[source](archive, out)
-    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile, lzma.LZMAError) as err:
+    except (
+        tarfile.TarError,
+        zipfile.BadZipFile,
+        EOFError,
+        zlib.error,
+        gzip.BadGzipFile,
+        lzma.LZMAError,
+    ) as err:
         raise DataError(
             archive, f"archive is truncated or corrupt ({err}); earlier outputs left as they were"
         ) from err
@@ -192,6 +218,36 @@ def _require(archive: Path, folders: dict[str, Path], files: dict[str, int]) -> 
             raise DataError(archive, f"expected {count} {task} files in the archive, found {found}")
 
 
+def _zip_members(archive: Path, desc: str) -> Iterator[tuple[str, Callable[[], BinaryIO]]]:
+    """(normalised name, opener) of every regular file of a zip, refusing unsafe names as the tar path does
+    (a zip marks a symlink only in the Unix mode bits of its external attributes)."""
+    with zipfile.ZipFile(archive) as zf:
+        for info in progress(zf.infolist(), desc):
+            parts = name_parts(info.filename, archive)
+            if stat.S_ISLNK(info.external_attr >> 16):
+                raise DataError(archive, f"unsafe archive member {info.filename!r}: link")
+            if not info.is_dir():
+                yield "/".join(parts), lambda info=info: zf.open(info)
+
+
+def _is_zip(archive: Path) -> bool:
+    if not archive.is_file():
+        raise DataError(archive, "archive not found (run `pdelra fetch` first)")
+    with open(archive, "rb") as handle:
+        return handle.read(4) == ZIP_MAGIC
+
+
+def _files(archive: Path, desc: str) -> Iterator[tuple[str, Callable[[], BinaryIO]]]:
+    """(name, opener) of every regular file of a tar or zip archive, streamed, unsafe members refused."""
+    if _is_zip(archive):
+        yield from _zip_members(archive, desc)
+        return
+    with _stream(archive) as tar:
+        for member, parts in _members(tar, archive, desc):
+            if member.isfile():
+                yield "/".join(parts), lambda member=member: tar.extractfile(member)
+
+
 def _extract_matching(
     pattern: re.Pattern[str], task: str, expected: int | None
 ) -> Callable[[Path, Path], dict]:
@@ -199,11 +255,13 @@ def _extract_matching(
         from pdelra.atomic import atomic_dir
 
         count = 0
-        with atomic_dir(out / task) as tmp, _stream(archive) as tar:
-            for member, parts in _members(tar, archive, task):
-                name = "/".join(parts)
-                if member.isfile() and pattern.match(name):
-                    _copy(tar, member, tmp / name)
+        with atomic_dir(out / task) as tmp:
+            for name, opener in _files(archive, task):
+                if pattern.match(name):
+                    target = tmp / name
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    with opener() as source, open(target, "wb") as handle:
+                        shutil.copyfileobj(source, handle, 1 << 20)
                     count += 1
             if count == 0 or (expected is not None and count != expected):
                 raise DataError(archive, f"found {count} {task} files matching {pattern.pattern}")
@@ -217,4 +275,7 @@ _EXTRACTORS = {
     "lra_release": _extract_lra,
     "imdb": _extract_matching(IMDB_FILE, "text", None),
     "cifar10": _extract_matching(CIFAR_FILE, "image", 7),
+    "agnews": _extract_matching(AGNEWS_FILE, "agnews", 4),
+    "sst2": _extract_matching(SST2_FILE, "sst2", 3),
+    "wikitext103": _extract_matching(WIKITEXT_FILE, "wikitext103", 3),
 }

@@ -1,9 +1,13 @@
-"""`pdelra generate`: offline stand-ins for the five sources, written in the real on-disk formats.
+"""`pdelra generate`: offline stand-ins for the sources, written in the real on-disk formats.
 
-Settings come from config as a flat mapping; every task takes n_train, n_val, n_test and seed, plus the
-task-specific keys in DEFAULTS. Where the real layout has no validation split (aclImdb, CIFAR-10) or no
-split at all (Pathfinder), the generator writes n_train + n_val (+ n_test for Pathfinder) items and
-preprocessing carves the splits with its fixed fractions (text 90/10, image 90/10, pathfinder 80/10/10).
+The five LRA tasks; the official CTA experiments' AG News, SST-2 and WikiText-103 (pdelra.data.agnews,
+sst2, wikitext); and the two tokenizer files (`wordpiece` → vocab.txt, `bpe` → tokenizer.json).
+
+Settings come from config as a flat mapping; every source takes n_train, n_val, n_test and seed (the
+tokenizers: seed and n_texts), plus the keys in DEFAULTS. Where the real layout has no validation split
+(aclImdb, AG News, CIFAR-10) or no split at all (Pathfinder), the generator writes n_train + n_val (+ n_test
+for Pathfinder) items and preprocessing carves the splits with its fixed fractions (text 90/10, image 90/10,
+pathfinder 80/10/10). SST-2's n_val rows are dev.tsv and its n_test rows the unlabeled test.tsv.
 """
 
 from __future__ import annotations
@@ -25,6 +29,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "retrieval": {**COMMON, "min_length": 200, "max_length": 2000, "n_topics": 20},
     "pathfinder": {**COMMON, "contour_length": 14, "distractors": 3, "per_folder": 1000},
     "image": {**COMMON, "noise": 25.0},
+    # The official CTA experiments' sources (pdelra.data.cta); wikitext103 counts articles, not lines.
+    "agnews": {**COMMON, "signal": 0.8},
+    "sst2": {**COMMON, "signal": 0.8},
+    "wikitext103": {**COMMON, "n_train": 200, "n_val": 20, "n_test": 20, "noise": 0.05},
+    # Tokenizer stand-ins, built from generated text of the sources above (n_texts rows of each).
+    "wordpiece": {"seed": 0, "n_texts": 500, "split_longer_than": 7},
+    "bpe": {"seed": 0, "n_texts": 200, "vocab_size": 300},
 }
 
 
@@ -47,8 +58,8 @@ def resolve_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
         if not isinstance(value, kind) or isinstance(value, bool):
             raise DataError(None, f"{where}: {key}={value!r} must be a {kind.__name__}")
         resolved[key] = value
-    for key in ("n_train", "n_val", "n_test"):
-        if resolved[key] < 0:
+    for key in ("n_train", "n_val", "n_test", "n_texts"):
+        if resolved.get(key, 0) < 0:
             raise DataError(None, f"{where}: {key} must be >= 0, got {resolved[key]}")
     if "min_length" in resolved and not 0 < resolved["min_length"] <= resolved["max_length"]:
         raise DataError(
@@ -145,10 +156,66 @@ def _image(out: Path, p: dict[str, Any]) -> None:
     )
 
 
+def _agnews(out: Path, p: dict[str, Any]) -> None:
+    from pdelra.data import agnews
+
+    agnews.generate(
+        out, n_train=p["n_train"] + p["n_val"], n_test=p["n_test"], seed=p["seed"], signal=p["signal"]
+    )
+
+
+def _sst2(out: Path, p: dict[str, Any]) -> None:
+    from pdelra.data import sst2
+
+    sst2.generate(out, n_train=p["n_train"], n_val=p["n_val"], n_test=p["n_test"], seed=p["seed"],
+                  signal=p["signal"])  # fmt: skip
+
+
+def _wikitext103(out: Path, p: dict[str, Any]) -> None:
+    from pdelra.data import wikitext
+
+    wikitext.generate(out, n_train=p["n_train"], n_val=p["n_val"], n_test=p["n_test"], seed=p["seed"],
+                      noise=p["noise"])  # fmt: skip
+
+
+def _classification_texts(n: int, seed: int) -> list[str]:
+    """Texts as the AG News, SST-2 and IMDb generators write them (the WordPiece stand-in's corpus)."""
+    import random
+
+    from pdelra.data import agnews, sst2, text
+
+    rng = random.Random(seed)
+    rows = [" ".join(agnews.make_row(rng, i % len(agnews.CLASSES), 0.5)[1:]) for i in range(n)]
+    rows += [sst2.make_sentence(rng, i % 2, 0.5) for i in range(n)]
+    return rows + [text.make_review(rng, i % 2, 50, 300, 0.5) for i in range(n)]
+
+
+def _wordpiece(out: Path, p: dict[str, Any]) -> None:
+    from pdelra.data import tokenize
+
+    texts = _classification_texts(p["n_texts"], p["seed"])
+    tokenize.build_wordpiece_vocab(texts, out, p["split_longer_than"])
+
+
+def _bpe(out: Path, p: dict[str, Any]) -> None:
+    import random
+
+    from pdelra.data import tokenize, wikitext
+
+    rng = random.Random(p["seed"])
+    lines = [line for _ in range(p["n_texts"]) for line in wikitext.make_article(rng, 0.05)]
+    tokenize.train_bpe(lines, out, p["vocab_size"])
+
+
 _WRITERS = {
     "listops": _listops,
     "text": _text,
     "retrieval": _retrieval,
     "pathfinder": _pathfinder,
     "image": _image,
+    "agnews": _agnews,
+    "sst2": _sst2,
+    "wikitext103": _wikitext103,
+    "wordpiece": _wordpiece,
+    "bpe": _bpe,
 }
