@@ -3,9 +3,14 @@ with the learned α), from `table16` and `spectral_response`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from pdelra.reporting import style
 from pdelra.reporting.io import show_figure, show_table
 from pdelra.reporting.sections import Report, say
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 BANDS = ("low", "mid_low", "mid_high", "high")
 PANELS = {
@@ -55,7 +60,7 @@ def _figure2(report: Report) -> None:
                 alpha=1.0 if as_built else 0.5,
                 label=f"{style.scale_label(scale)} (eq. 6)" if as_built else None,
             )
-    positions = [v for v in style.VARIANTS if v in set(curves["variant"])]
+    positions = [v for v in style.VARIANTS[1:] if v in set(curves["variant"])]
     colours = dict(zip(positions, sns.color_palette("tab10", len(positions)), strict=True))
     for ax, panel in zip(axes[1:], ("learned_h1", "learned_multi"), strict=True):
         d = curves[curves["panel"] == panel]
@@ -64,10 +69,10 @@ def _figure2(report: Report) -> None:
                 0.5, 0.5, "no trained diffusion layers yet", ha="center", va="center", transform=ax.transAxes
             )
             continue
-        for variant, c in d.groupby("variant", sort=False):
-            if variant == "initial":
-                ax.plot(c["omega"], c["mean"], color="black", linestyle="--", label="initial α")
-                continue
+        init = _curve(d, "initial")
+        ax.plot(init["omega"], init["mean"], color="black", linestyle="--", label="initial α")
+        for variant in (v for v in positions if v in set(d["variant"])):
+            c = _curve(d, variant)
             label = f"{style.variant_label(variant)} (n = {int(c['n'].iloc[0])} layers × runs)"
             ax.plot(c["omega"], c["mean"], color=colours[variant], label=label)
             ax.fill_between(c["omega"], c["min"], c["max"], color=colours[variant], alpha=0.15)
@@ -88,3 +93,7 @@ def _figure2(report: Report) -> None:
         "Figure 2: transfer function H(ω) = 1 − 4 Σ α_k w_k sin²(ω h_k/2) of the layer at initialisation and "
         "with the learned α per position",
     )
+
+
+def _curve(panel: pd.DataFrame, variant: str) -> pd.DataFrame:
+    return panel[panel["variant"] == variant]
