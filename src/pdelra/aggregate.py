@@ -12,6 +12,8 @@ Outputs (in `--out`), all CSV:
   `per_scale_h4`; empty for a step size the layer does not have).
 - `settings.csv`: test accuracy mean ± std per task × variant × scale × setting, every setting (grid
   ablations such as CTA's pseudo-time steps); `main.csv` and the paper comparisons use the `base` setting.
+- what `pdelra.results.build.derived_tables` computes from those: the comparisons with the paper
+  (`pdelra.results.tables.COMPARISON_TABLES`), the related systems' and diagnostics' summaries, claims.csv.
 
 A run's identity (task, variant, scale, setting, seed; `pdelra.runs`) is read from metrics.json and checked
 against its path `.../runs/{task}/{variant}/{scale}/{setting}/seed{n}/metrics.json`: a misplaced file is
@@ -321,7 +323,9 @@ def register(subparsers: Any) -> None:
             "runs.csv (one row per run, diverged and failed runs included), main.csv (mean ± std test "
             "accuracy per task × variant at h1 plus the cross-task average, paper Tables 6/10), "
             "multiscale.csv (Table 12), cost.csv (time and memory overhead over the baseline, Table 14), "
-            "alpha.csv (learned diffusion coefficients) and settings.csv (every grid setting)."
+            "alpha.csv (learned diffusion coefficients), settings.csv (every grid setting), the "
+            "comparisons with the paper's tables the report shows (table6.csv, table11.csv, ...; "
+            "docs/interfaces.md) and claims.csv."
         ),
     )
     parser.add_argument("metrics", nargs="*", type=Path, help="metrics.json files of the runs to include")

@@ -97,11 +97,11 @@ def _figure7(report: Report, comp: pd.DataFrame) -> None:
     if ours.notna().sum().sum() == 0:
         return
     incomplete = ours[style.AVERAGE].isna() & ours.drop(columns=style.AVERAGE).notna().any(axis=1)
-    average = "Average*" if incomplete.any() else "Average"
-    labels = {t: style.task_label(t) for t in style.TASKS} | {style.AVERAGE: average}
+    labels = {t: style.task_label(t) for t in COLUMNS}
+    ours_labels = labels | ({style.AVERAGE: "Average*"} if incomplete.any() else {})
     note = " (*blank until every task has a result)" if incomplete.any() else ""
     fig = ours_beside_paper_heatmaps(
-        ours.rename(index=style.variant_label, columns=labels),
+        ours.rename(index=style.variant_label, columns=ours_labels),
         theirs.rename(index=style.variant_label, columns=labels),
         "paper (Table 10)",
         f"Figure 7: accuracy heatmap (each panel on its own colour scale; warmer = higher){note}",
