@@ -1,182 +1,182 @@
-"""The related-systems report section on constructed tables with known answers."""
+"""The related-systems report section: readable tables from the results CSVs, on constructed tables."""
 
 from __future__ import annotations
 
-import math
+import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from test_results_related import MHA, cta_runs, dynamics, lm_runs
 
 from pdelra.reporting import related_section as rs
+from pdelra.reporting.io import read_artifacts
+from pdelra.results import related
 
-SEEDS = (0, 1, 2)
-
-
-def test_mean_ci_is_the_student_t_interval() -> None:
-    mean, low, high, n = rs.mean_ci([1.0, 2.0, 3.0])
-    half = 4.302652729911275 / math.sqrt(3)  # t(0.975, 2) · sd 1 / √3
-    assert (mean, n) == (2.0, 3) and (low, high) == pytest.approx((2 - half, 2 + half))
-    assert math.isnan(rs.mean_ci([5.0])[1]) and rs.mean_ci([])[3] == 0
+pytest.importorskip("IPython")
 
 
-def _lm_runs(deltas: dict[tuple[str, str], float]) -> pd.DataFrame:
-    """MHA at 2.0, 2.1, 2.2 nats; every other (condition, setting) at MHA + delta + a small seed wobble."""
-    rows = []
-    for (variant, setting), delta in {("mha", "base"): 0.0, **deltas}.items():
-        for s in SEEDS:
-            wobble = 0.0 if variant == "mha" else 0.01 * (s - 1)
-            loss = 2.0 + 0.1 * s + delta + wobble
-            rows.append(
-                {
-                    "task": "lm_text",
-                    "variant": variant,
-                    "scale": "d256",
-                    "setting": setting,
-                    "seed": s,
-                    "status": "completed",
-                    "test_loss_nats": loss,
-                    "test_bits_per_byte": loss / math.log(2),
-                    "epochs": 20,
-                    "corpus": "text",
-                }
-            )
-    return pd.DataFrame(rows)
+def test_ci_cells_read_value_then_interval() -> None:
+    assert rs.with_ci(0.1234, 0.1, 0.15, "{:.3f}") == "0.123 [0.100, 0.150]"
+    assert rs.with_ci(-0.065, -0.09, -0.04, "{:+.3f}") == "−0.065 [−0.090, −0.040]"
+    assert rs.with_ci(0.5, float("nan"), float("nan"), "{:.3f}") == "0.500"  # n < 2: no interval
+    assert rs.with_ci(0.5, 0.5, 0.5, "{:.3f}") == "0.500 [0.500, 0.500]"  # no spread over seeds
+    assert rs.with_ci(float("nan"), 0, 1, "{:.3f}") == "—"
 
 
-def _dynamics(l1_alpha: float, other_alpha: float, l1_pe: float, layers: int = 4) -> pd.DataFrame:
-    rows = []
-    for s in SEEDS:
-        for step in (0, 100):
-            for layer in range(layers):
-                alpha = 0.5 if step == 0 else (l1_alpha if layer == 1 else other_alpha) + 0.0001 * s
-                rows.append(
-                    {
-                        "task": "lm_text",
-                        "variant": "physqk_ad",
-                        "scale": "d256",
-                        "setting": "base",
-                        "seed": s,
-                        "step": step,
-                        "epoch": step // 100,
-                        "layer": layer,
-                        "alpha": alpha,
-                        "eta": 1.0,
-                        "eff_pe": (l1_pe if layer == 1 else 0.1) + 0.01 * s,
-                    }
-                )
-    return pd.DataFrame(rows)
+def test_constant_context_columns_are_stated_once() -> None:
+    table = pd.DataFrame(
+        {"Task": ["ListOps"] * 2, "Δ method": ["", "paired t"], "Seeds": ["3", "2 of 3"], "Acc": [1, 1]}
+    )
+    shown, line = rs.lift_constants(table, ["Task", "Δ method", "Seeds"])
+    assert list(shown.columns) == ["Seeds", "Acc"]  # results columns stay even when constant
+    assert line == "Task: ListOps · Δ method: paired t"
 
 
-def _verdicts(table: pd.DataFrame) -> dict[str, str]:
-    return dict(zip(table["claim_id"], table["verdict"], strict=True))
+def test_claims_of_a_family_with_or_without_the_family_column() -> None:
+    claims = pd.DataFrame({"claim_id": ["lm_a", "cta_b", "after_embedding_gain"], "claim": ["x", "y", "z"]})
+    assert rs.family_claims(claims, "lm")["claim_id"].tolist() == ["lm_a"]
+    claims["family"] = ["lm", "cta", "primary"]
+    claims.loc[0, "claim_id"] = "physqk_ad_beats_mha"
+    assert rs.family_claims(claims, "lm")["claim_id"].tolist() == ["physqk_ad_beats_mha"]
 
 
-def test_lm_tables_and_claims_reproduce_the_seed_when_the_data_say_so() -> None:
-    runs = _lm_runs({("physqk_ad", "base"): -0.065, ("physqk", "base"): +0.05, ("physqk_ad", "shared"): -0.5})
-    table = rs.lm_eval_table(runs).set_index("condition")
-    assert table.loc["PhysQK-AD", "delta_vs_mha"] == pytest.approx(-0.065)
-    assert table.loc["PhysQK-AD", "delta_ci_high"] < 0 < table.loc["PhysQK", "delta_ci_low"]
-    assert table.loc["MHA", "loss_nats"] == pytest.approx(2.1) and table.loc["MHA", "n"] == 3
-    ablation = rs.ablation_table(runs).set_index("allocation")
-    assert ablation.loc["shared", "delta_vs_joint"] == pytest.approx(-0.5 + 0.065)
-    verdicts = _verdicts(rs.lm_claims(runs, _dynamics(0.44, 0.001, 1.2)))
-    assert verdicts == {
-        "lm_physqk_ad_vs_mha": "reproduced",
-        "lm_physqk_vs_mha": "reproduced",
-        "lm_allocation_shared": "reproduced",
-        "lm_l1_most_convective": "reproduced",
-        "lm_l1_alpha": "reproduced",
-        "lm_closed_layers": "reproduced",
-        "lm_l1_pe_above_1": "reproduced",
-    }
+def test_seed_values_are_attached_to_the_layers_the_seed_names() -> None:
+    assert rs.seed_reported("base", 1) == "α ≈ 0.44, eff_Pe 1.142"
+    assert rs.seed_reported("base", 3) == "α < 0.003"
+    assert rs.seed_reported("base", 0) == rs.seed_reported("shared", 1) == "—"
 
 
-def test_lm_claims_are_contradicted_when_the_data_disagree() -> None:
-    runs = _lm_runs({("physqk_ad", "base"): +0.2, ("physqk", "base"): -0.2, ("physqk_ad", "shared"): +0.3})
-    verdicts = _verdicts(rs.lm_claims(runs, _dynamics(0.2, 0.3, 0.5)))
-    assert set(verdicts.values()) == {"contradicted"}
+def _legend(layers: int) -> list[str]:
+    import matplotlib.pyplot as plt
+
+    fig = rs.dynamics_figure(related.layer_trajectory_table(dynamics(layers)))
+    assert fig is not None
+    labels = [t.get_text() for legend in fig.legends for t in legend.get_texts()]
+    plt.close(fig)
+    return labels
 
 
-def test_per_layer_claims_need_the_layers_they_name() -> None:
-    runs = _lm_runs({("physqk_ad", "base"): -0.065})
-    verdicts = _verdicts(rs.lm_claims(runs, _dynamics(0.44, 0.001, 1.2, layers=2)))
-    assert verdicts["lm_closed_layers"] == "not run" and verdicts["lm_l1_pe_above_1"] == "not run"
-    assert verdicts["lm_physqk_vs_mha"] == "not run"  # no physqk runs at all
+def test_the_figure_legend_names_only_layers_the_model_has() -> None:
+    two = _legend(2)
+    assert two == ["L0", "L1", "seed: L1 α ≈ 0.44", "seed: L1 eff_Pe 1.142", "eff_Pe = 1"]
+    assert "seed: L2/L3 α < 0.003" in _legend(4)
+    assert "seed: L2 α < 0.003" in _legend(3)
 
 
-def _cta_runs() -> pd.DataFrame:
-    rows = []
-    for s in SEEDS:
-        rows.append(
-            {
-                "task": "listops",
-                "variant": "none",
-                "scale": "h1",
-                "setting": "base",
-                "seed": s,
-                "status": "completed",
-                "test_accuracy": 0.30 + 0.01 * s,
-            }
-        )
-        for steps, gain in (("steps1", 0.02), ("steps4", 0.05)):
-            rows.append(
-                {
-                    "task": "listops",
-                    "variant": "cta_wave",
-                    "scale": "h1",
-                    "setting": steps,
-                    "seed": s,
-                    "status": "completed",
-                    "test_accuracy": 0.30 + 0.01 * s + gain + 0.001 * s,
-                }
-            )
-    return pd.DataFrame(rows)
-
-
-def test_cta_table_pairs_with_the_baseline_and_cost_flags_the_quadratic_variant() -> None:
-    table = rs.cta_table(_cta_runs()).set_index("setting")
-    assert table.loc["steps4", "delta_vs_baseline"] == pytest.approx(0.051)
-    assert table.loc["steps1", "n"] == 3 and table.loc["steps1", "type"] == "wave"
-    cost = pd.DataFrame(
+def _claims_csv() -> pd.DataFrame:
+    return pd.DataFrame(
         {
-            "task": ["listops"] * 3,
-            "variant": ["none", "cta_wave", "cta_reaction_diffusion"],
-            "scale": "h1",
-            "setting": ["base", "steps4", "steps4"],
+            "claim_id": ["after_embedding_gain", "lm_physqk_ad_vs_mha", "cta_wave_gain"],
+            "claim": ["After Embedding gains", "PhysQK-AD beats MHA", "CTA wave beats the baseline"],
+            "family": ["primary", "lm", "cta"],
+            "paper_effect": [0.041, -0.065, float("nan")],
+            "effect": [0.03, -0.07, 0.01],
+            "ci_low": [0.01, -0.09, -0.02],
+            "ci_high": [0.05, -0.05, 0.04],
+            "n": [5, 3, 3],
+            "verdict": ["reproduced", "reproduced", "inconclusive"],
+            "p_adjusted": [0.01, 0.002, 0.4],
+            "size": ["as claimed", "as claimed", ""],
+            "method": ["paired t"] * 3,
+            "detail": ["a long free-text explanation that would run off the page " * 3] * 3,
         }
     )
-    flagged = rs.cta_cost_table(cost).set_index("variant")["attention_memory"]
-    assert flagged["cta_reaction_diffusion"].startswith("O(L²)") and flagged["cta_wave"].startswith("O(L)")
 
 
-def test_cta_claims_join_the_claims_table() -> None:
-    from pdelra import claims
+def _write_tables(folder: Path, layers: int = 4) -> None:
+    folder.mkdir(parents=True)
+    runs = lm_runs(
+        {
+            ("mha", "base"): MHA,
+            ("physqk", "base"): [2.05, 2.15, 2.25],
+            ("physqk_ad", "base"): [1.925, 2.035, 2.145],
+            ("physqk_ad", "shared"): [1.5, 1.61, 1.72],
+        }
+    )
+    cost = pd.DataFrame(
+        {
+            "task": ["listops", "listops", "text"],
+            "variant": ["none", "cta_wave", "none"],
+            "scale": "h1",
+            "setting": ["base", "steps4", "base"],
+            "n": 3,
+            "median_step_time_s": [0.0123456, 0.0145678, 0.05],
+            "peak_memory_mb": [529.2230, 612.5, 90.0],
+            "wall_time_s": 60.0,
+            "time_overhead_pct": [0.0, 18.0, 0.0],
+            "memory_overhead_pct": [0.0, 15.7, 0.0],
+        }
+    )
+    for name, table in related.summarise(runs, dynamics(layers), cta_runs(), cost).items():
+        table.to_csv(folder / f"{name}.csv", index=False)
+    _claims_csv().to_csv(folder / "claims.csv", index=False)
 
-    ids = {c.claim_id for c in claims.all_claims()}
-    assert {c.claim_id for c in rs.CLAIMS} <= ids
-    table = claims.evaluate(_cta_runs(), rs.CLAIMS)
-    assert set(table["verdict"]) == {"not run"}  # the claims average five tasks; only ListOps ran
+
+@pytest.fixture
+def said(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The Markdown the section displays."""
+    lines: list[str] = []
+    monkeypatch.setattr(rs, "_say", lines.append)
+    return lines
 
 
-def test_render_saves_every_table_and_says_not_run_without_inputs(tmp_path: Path) -> None:
-    pytest.importorskip("IPython")
-    tables = tmp_path / "tables"
-    tables.mkdir()
+def test_render_shows_readable_tables_from_the_csvs(tmp_path: Path, said: list[str]) -> None:
+    _write_tables(tmp_path / "tables")
+    out = tmp_path / "out"
+    rs.render(tmp_path / "tables", out)
+    names = {a["name"] for a in read_artifacts(out)}
+    assert names == {
+        "lm_eval_loss",
+        "lm_alpha_ablation",
+        "lm_layers",
+        "lm_dynamics",
+        "lm_claims",
+        "cta_type_steps",
+        "cta_cost",
+        "cta_claims",
+    }
+    assert not any(line.startswith("## ") for line in said)  # the notebook prints the section's heading
+    shown = {
+        name: pd.read_csv(out / "tables" / f"{name}.csv", dtype=str, keep_default_na=False)
+        for name in names - {"lm_dynamics"}
+    }
+    for name, table in shown.items():
+        snake = [c for c in table.columns if re.fullmatch(r"[a-z]+(_[a-z]+)+", c)]
+        assert not snake, f"{name}: machine names as headers {snake}"
+        assert "detail" not in table.columns
+    loss = shown["lm_eval_loss"].set_index("Condition")
+    assert loss.loc["PhysQK-AD", "Δ vs MHA (nats) [95 % CI]"] == "−0.065 [−0.090, −0.040]"
+    assert loss.loc["PhysQK-AD", "Seed's ΔEval (nats)"] == "−0.065"
+    assert "Corpus" not in loss.columns and "Corpus: Text · Width: d = 256" in " ".join(said)
+    cta = shown["cta_type_steps"]
+    assert cta["PDE type"].tolist() == ["Baseline", "CTA diffusion", "CTA wave", "CTA wave"]
+    assert cta["Pseudo-time steps"].tolist() == ["—", "3 (default)", "1", "4"]
+    cost = shown["cta_cost"]
+    assert "Text" not in cost.to_string()  # no baseline row for a task without CTA runs
+    assert cost["Peak memory (MiB)"].tolist() == ["529.2", "612.5"]
+    assert cost["Step time (ms)"].tolist() == ["12.3", "14.6"]
+    claims = shown["lm_claims"]
+    assert claims["Claim"].tolist() == ["PhysQK-AD beats MHA"] and "n" not in claims.columns
+    layers = shown["lm_layers"]
+    assert layers["Layer"].tolist() == ["L0", "L1", "L2", "L3"]
+    assert (out / "figures" / "lm_dynamics.png").is_file()
+
+
+def test_render_says_not_run_per_part(tmp_path: Path, said: list[str]) -> None:
     rs.render(tmp_path / "absent", tmp_path / "empty")
     assert not (tmp_path / "empty").exists()
-    _lm_runs({("physqk_ad", "base"): -0.065, ("physqk", "base"): 0.01}).to_csv(
-        tables / "lm_runs.csv", index=False
-    )
-    _dynamics(0.44, 0.001, 1.2).to_csv(tables / "lm_dynamics.csv", index=False)
-    _cta_runs().to_csv(tables / "runs.csv", index=False)
+    text = "\n".join(said)
+    assert "Not run: PhysQK-AD's language model" in text and "Not run: Continuous-Time Attention" in text
+    # LM tables without dynamics or claims: those parts say so, the others show.
+    tables = tmp_path / "tables"
+    _write_tables(tables)
+    (tables / "lm_layers.csv").write_text(",".join(related.LAYER_COLUMNS) + "\n")
+    (tables / "claims.csv").unlink()
+    (tables / "lm_layer_trajectory.csv").unlink()  # no figure: spares drawing it
+    said.clear()
     rs.render(tables, tmp_path / "out")
-    saved = {p.name for p in (tmp_path / "out" / "tables").glob("*.csv")}
-    assert saved == {
-        "lm_eval_loss.csv",
-        "lm_alpha_ablation.csv",
-        "lm_layers.csv",
-        "lm_claims.csv",
-        "cta_type_steps.csv",
-    }
-    assert (tmp_path / "out" / "figures" / "lm_dynamics.png").is_file()
+    text = "\n".join(said)
+    assert "Not run: PhysQK-AD's per-layer α, η, eff_Pe" in text
+    assert "Not run: PhysQK-AD's claims (no `claims.csv`" in text
+    assert "lm_eval_loss" in {a["name"] for a in read_artifacts(tmp_path / "out")}

@@ -18,6 +18,7 @@ from pdelra.errors import UserError
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with `set_defaults(func=...)`.
 SUBCOMMAND_MODULES = (
     "pdelra.data.cli",  # generate, fetch, extract, preprocess
+    "pdelra.data.summary",  # data-summary (the report's data banner)
     "pdelra.training.cli",  # train
     "pdelra.aggregate",  # aggregate
     "pdelra.results.cli",  # claims --tables DIR (claims.csv from aggregated tables)

@@ -33,6 +33,8 @@ VARIANT_LABELS = {
     "cta_diffusion": "CTA diffusion",
     "cta_wave": "CTA wave",
     "cta_reaction_diffusion": "CTA reaction-diffusion",
+    "cta_advection_diffusion": "CTA advection-diffusion",
+    "mha": "MHA",
     "physqk": "PhysQK",
     "physqk_ad": "PhysQK-AD",
 }

@@ -77,50 +77,75 @@ def render_html(executed: Path, html_path: Path) -> None:
     html_path.write_text(body, encoding="utf-8")
 
 
+def _markdown_bold(text: str) -> str:
+    """The claims module's rule (Markdown with **bold** and *italics*) as HTML."""
+    import re
+
+    text = html.escape(text)
+    text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
+    text = re.sub(r"\*(.+?)\*", r"<em>\1</em>", text)
+    return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
+
+
 def _claims_html(claims_csv: Path) -> str:
-    """The verdict counts and the headline claims (Table 11's per-cell signs summarised in one line)."""
+    """The verdict counts and the headline claims with direction and size (Table 11's per-cell signs, the
+    related systems and the diagnostics summarised in one line each)."""
     import pandas as pd
+
+    from pdelra.results.claims import VERDICT_RULE, headline
 
     if not claims_csv.is_file():
         return "<p><em>No claims table (claims.csv) was written.</em></p>"
-    claims = pd.read_csv(claims_csv)
+    claims = pd.read_csv(claims_csv, keep_default_na=False, na_values=[""])
     counts = claims["verdict"].value_counts()
     badges = " ".join(
         f'<span class="badge" style="background:{colour}">{counts.get(v, 0)} {html.escape(v)}</span>'
         for v, colour in VERDICT_COLOURS.items()
     )
-    signs = claims[claims["claim_id"].str.startswith("table11_sign_")]
-    head = claims[~claims["claim_id"].str.startswith("table11_sign_")]
+    head = headline(claims)
 
     def num(x: float) -> str:
         return "—" if pd.isna(x) else (f"{x:+.4f}" if abs(x) < 1 else f"{x:+.2f}")
+
+    def text(x: object) -> str:
+        return "" if pd.isna(x) else html.escape(str(x))
 
     rows = []
     for _, c in head.iterrows():
         ci = "—" if pd.isna(c["ci_low"]) else f"[{num(c['ci_low'])}, {num(c['ci_high'])}]"
         colour = VERDICT_COLOURS.get(c["verdict"], "#fff")
+        unadjusted = (
+            ""
+            if c["verdict_unadjusted"] == c["verdict"]
+            else f" ({text(c['verdict_unadjusted'])} unadjusted)"
+        )
         rows.append(
             f"<tr><td><code>{html.escape(c['claim_id'])}</code></td><td>{html.escape(str(c['claim']))}</td>"
             f'<td class="n">{num(c["paper_effect"])}</td><td class="n">{num(c["effect"])}</td>'
             f'<td class="n">{ci}</td><td class="n">{int(c["n"])}</td>'
-            f'<td style="background:{colour}"><strong>{html.escape(c["verdict"])}</strong></td></tr>'
+            f'<td style="background:{colour}"><strong>{html.escape(c["verdict"])}</strong>{unadjusted}</td>'
+            f'<td class="size">{text(c["size"]) or "—"}</td></tr>'
         )
-    sign_counts = ", ".join(f"{n} {html.escape(v)}" for v, n in signs["verdict"].value_counts().items())
-    sign_line = (
-        f"<p>Table 11, sign of each position's gain over the baseline per task ({len(signs)} claims): "
-        f"{sign_counts}.</p>"
-        if len(signs)
-        else ""
-    )
+    lines = []
+    for family, label in (
+        ("table11", "Table 11, sign of each position's gain over the baseline per task"),
+        ("cta", "Continuous-Time Attention"),
+        ("lm", "PhysQK-AD's language model"),
+        ("diagnostics", "the mechanism diagnostics"),
+    ):
+        part = claims[claims["family"] == family]
+        if len(part):
+            words = ", ".join(f"{n} {html.escape(v)}" for v, n in part["verdict"].value_counts().items())
+            lines.append(f"<li>{label} ({len(part)} claims, Holm within the family): {words}</li>")
+    others = f"<ul>{''.join(lines)}</ul>" if lines else ""
     return f"""<p class="badges">{len(claims)} claims: {badges}</p>
 <table id="claims"><thead><tr><th>claim</th><th>statement</th><th>paper</th><th>ours</th><th>95 % CI</th>
-<th>n</th><th>verdict</th></tr></thead><tbody>
+<th>n</th><th>verdict (direction)</th><th>size</th></tr></thead><tbody>
 {"".join(rows)}
 </tbody></table>
-{sign_line}
-<p>Effects are differences in test accuracy (Kendall τ for rankings, percentage points of step time for
-costs); CIs are paired by seed. The rule is stated in the report's first section; every claim with its
-method and details: <a href="tables/claims.csv">tables/claims.csv</a>.</p>"""
+{others}
+<p class="rule">{_markdown_bold(VERDICT_RULE)} Every claim with its method, p-values and details:
+<a href="tables/claims.csv">tables/claims.csv</a>.</p>"""
 
 
 def _artifacts_html(report_dir: Path) -> str:
@@ -166,6 +191,9 @@ def write_index(report_dir: Path, experiment: str, tables_dir: Path, partial: bo
     """A landing page: the verdicts first, then the report, its figures and tables with their captions."""
     import pandas as pd
 
+    from pdelra.reporting.banner import banner_html
+    from pdelra.results.build import read_table
+
     runs = pd.read_csv(tables_dir / "runs.csv")
     status = ", ".join(f"{n} {html.escape(str(s))}" for s, n in runs["status"].value_counts().items())
     note = (
@@ -184,9 +212,14 @@ td.n{{text-align:right;font-variant-numeric:tabular-nums;white-space:nowrap}} th
 .figures{{display:grid;grid-template-columns:repeat(auto-fill,minmax(20em,1fr));gap:1em}}
 figure{{margin:0}} figure img{{width:100%;border:1px solid #ddd}} figcaption{{font-size:0.9em}}
 .partial{{background:#fff3cd;padding:0.5em}}
+.banner{{padding:0.6em 1em;margin:1em 0;border-left:0.4em solid #999}}
+.banner.toy{{background:#fde0dd;border-color:#c51b8a}}
+.banner.paper{{background:#e5f5e0;border-color:#31a354}}
+.banner table{{font-size:0.85em}} td.size{{white-space:nowrap}}
 </style></head>
 <body>
 <h1>Where to add PDE diffusion in Transformers: did it reproduce?</h1>
+{banner_html(read_table(tables_dir / "data.csv"))}
 <p>Experiment <code>{html.escape(experiment)}</code>: {len(runs)} runs ({status}).
 <a href="report.html"><strong>Read the full report</strong></a> (claims, the paper's tables and figures
 beside ours, provenance, deviations) · <a href="report.ipynb">executed notebook</a></p>
@@ -273,8 +306,35 @@ def build_partial_report(
     out = Path(out) if out is not None else runs.parent / "report-partial"
     experiment = experiment or runs.parent.name
     with tempfile.TemporaryDirectory(prefix=".partial-tables.", dir=out.resolve().parent) as tmp:
-        aggregate(found, Path(tmp))
+        aggregate(found, Path(tmp), _partial_inputs(runs.parent, Path(tmp)))
         return build_report(Path(tmp), out, notebook, kernel, experiment, timeout, partial=True)
+
+
+def _partial_inputs(experiment_dir: Path, tmp: Path) -> dict[str, Path]:
+    """The other tables a partial report includes, as they stand now: the LM runs finished so far
+    (`lm/runs`), the diagnostics measured so far (each run folder's cached diagnostics.csv) and the data
+    description; each is written into `tmp` and named to `aggregate` (absent parts stay "not run")."""
+    import pandas as pd
+
+    from pdelra.aggregate import write_csv_atomic
+    from pdelra.lm.aggregate import aggregate_lm
+    from pdelra.runs import find_run_files
+
+    extra: dict[str, Path] = {}
+    lm_runs = find_run_files(experiment_dir / "lm" / "runs", "metrics.json")
+    if lm_runs:
+        aggregate_lm(lm_runs, tmp)
+        extra |= {name: tmp / f"{name}.csv" for name in ("lm_runs", "lm_dynamics")}
+    measured = find_run_files(experiment_dir / "runs", "diagnostics.csv")
+    if measured:
+        write_csv_atomic(
+            pd.concat([pd.read_csv(p) for p in measured], ignore_index=True), tmp / "diagnostics.csv"
+        )
+        extra["diagnostics"] = tmp / "diagnostics.csv"
+    data = experiment_dir / "tables" / "data.csv"
+    if data.is_file():
+        shutil.copyfile(data, tmp / "data.csv")
+    return extra
 
 
 def _run(args: argparse.Namespace) -> int:

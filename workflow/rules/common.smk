@@ -255,6 +255,28 @@ def generate_params(wildcards):
     return json.dumps(settings, sort_keys=True, separators=(",", ":"))
 
 
+def data_spec():
+    """`pdelra data-summary --spec`: per task its manifest, where the data came from and the model size."""
+    downloads = config["data"].get("downloads", {})
+    source_of = {task: source for source, tasks in TASKS_OF_SOURCE.items() for task in tasks}
+    spec = {}
+    for task in sorted({run[0] for run in RUNS}):
+        if config["data"]["source"] == "generated":
+            settings = {"seed": config["data"]["seed"], **config["data"]["generate"].get(task, {})}
+            origin = f"pdelra generate {task} {json.dumps(settings, sort_keys=True)}"
+        else:
+            archive = downloads.get(source_of[task], {})
+            origin = f"{archive.get('url')} (md5 {archive.get('md5') or 'recorded by the first fetch'})"
+        model = {**_merged("model", task), "batch_size": _merged("train", task)["batch_size"]}
+        spec[task] = {
+            "manifest": manifest(task),
+            "source": "generated" if config["data"]["source"] == "generated" else "real",
+            "origin": origin,
+            "model": {k: model.get(k) for k in ("d_model", "n_layers", "n_heads", "batch_size")},
+        }
+    return json.dumps(spec, sort_keys=True, separators=(",", ":"))
+
+
 def write_arg_file(path, items):
     """One argument a line, for `pdelra ... @path`: a rule's list of every run's file would make its
     command line longer than Linux allows for one argument (128 KiB, ~1,800 paths)."""

@@ -25,11 +25,29 @@ rule aggregate:
         shell("pdelra aggregate --out {params.out} {params.extra} @{params.inputs} > {log} 2>&1")
 
 
+rule data_summary:
+    """tables/data.csv: real or generated data, split sizes, length and model size per task vs the paper."""
+    localrule: True
+    input:
+        [manifest(task) for task in sorted({run[0] for run in RUNS})],
+    output:
+        f"{RESULTS}/tables/data.csv",
+    params:
+        spec=data_spec(),
+    log:
+        f"{LOGS}/data_summary.log",
+    conda:
+        PDELRA_ENV
+    shell:
+        "pdelra data-summary --spec '{params.spec}' --out {output} > {log} 2>&1"
+
+
 rule report:
     """Execute the report notebook on the tables (kernel `pdelra`) and render it to HTML."""
     localrule: True
     input:
         tables=rules.aggregate.output,  # every table the report reads (it computes nothing)
+        data=rules.data_summary.output,  # the data banner
         notebook=REPORT_NOTEBOOK,
     output:
         notebook=f"{RESULTS}/report/report.ipynb",

@@ -1,0 +1,80 @@
+"""The data banner at the top of report.html and index.html: what each task ran on, before any verdict.
+
+Display only: it formats `tables/data.csv` (`pdelra data-summary`). When any task differs from the paper's
+setting (generated data, another length, another model size than Table 8) the banner's first line says, in
+words, that the verdicts say nothing about the paper.
+"""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from pdelra import paper
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+TOY_HEADLINE = "Not the paper's setting: verdicts on this data say nothing about the paper."
+PAPER_HEADLINE = "The paper's setting: real data, the paper's lengths and Table 8's model on every task."
+MISSING_HEADLINE = "The data this report ran on is not described (no tables/data.csv)."
+
+
+def headline(data: pd.DataFrame) -> str:
+    if data is None or data.empty:
+        return MISSING_HEADLINE
+    return PAPER_HEADLINE if bool(data["paper_setting"].astype(bool).all()) else TOY_HEADLINE
+
+
+def _ordered(data: pd.DataFrame) -> pd.DataFrame:
+    order = {t: i for i, t in enumerate(paper.TASKS)}
+    return data.assign(_o=data["task"].map(order).fillna(len(order))).sort_values("_o").drop(columns="_o")
+
+
+def rows(data: pd.DataFrame) -> list[dict[str, str]]:
+    """One display row per task, in the paper's task order."""
+    out = []
+    for _, r in _ordered(data).iterrows():
+        out.append(
+            {
+                "Task": paper.TASK_LABELS.get(r["task"], r["task"]),
+                "Data": str(r["data"]),
+                "Origin": str(r["origin"]),
+                "Train / val / test": f"{r['n_train']:,} / {r['n_val']:,} / {r['n_test']:,}",
+                "Length (paper)": f"{r['max_length']} ({r['paper_max_length']})",
+                "d_model, layers, heads, batch (paper's Table 8)": (
+                    f"{r['d_model']}, {r['n_layers']}, {r['n_heads']}, {r['batch_size']} "
+                    f"({r['paper_d_model']}, {r['paper_n_layers']}, {r['paper_n_heads']}, "
+                    f"{r['paper_batch_size']})"
+                ),
+                "Differs from the paper": str(r["differences"]) if isinstance(r["differences"], str) else "",
+            }
+        )
+    return out
+
+
+def banner_markdown(data: pd.DataFrame) -> str:
+    """The banner as Markdown (the notebook's first output)."""
+    if data is None or data.empty:
+        return f"**{MISSING_HEADLINE}**"
+    table = rows(data)
+    header = list(table[0])
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(r[h].replace("|", "\\|") for h in header) + " |" for r in table]
+    return f"**{headline(data)}**\n\n" + "\n".join(lines)
+
+
+def banner_html(data: pd.DataFrame) -> str:
+    """The banner as an HTML block (index.html)."""
+    kind = "toy" if headline(data) != PAPER_HEADLINE else "paper"
+    if data is None or data.empty:
+        return f'<div class="banner {kind}"><strong>{html.escape(MISSING_HEADLINE)}</strong></div>'
+    table = rows(data)
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in table[0])
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r.values()) + "</tr>" for r in table
+    )
+    return (
+        f'<div class="banner {kind}"><p><strong>{html.escape(headline(data))}</strong></p>'
+        f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+    )

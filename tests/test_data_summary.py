@@ -1,0 +1,67 @@
+"""The data banner: what each task ran on, said before any verdict (`pdelra data-summary`, the banner)."""
+
+from __future__ import annotations
+
+import html
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from pdelra import paper
+from pdelra.cli import main
+from pdelra.data.summary import DataSummaryError, summarise
+from pdelra.reporting import banner
+
+
+def _manifest(path: Path, max_length: int, counts: dict[str, int]) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "manifest.json").write_text(json.dumps({"max_length": max_length, "counts": counts}))
+    return path / "manifest.json"
+
+
+def _spec(tmp_path: Path, source: str, max_length: int, model: dict[str, int]) -> dict[str, dict]:
+    counts = {"train": 1000, "val": 100, "test": 100}
+    return {
+        "listops": {
+            "manifest": str(_manifest(tmp_path / "listops", max_length, counts)),
+            "source": source,
+            "origin": 'pdelra generate listops {"n_train": 1000}' if source == "generated" else "https://x/y.gz",
+            "model": model,
+        }
+    }
+
+
+def test_toy_data_is_named_before_any_verdict(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, "generated", 120, {"d_model": 32, "n_layers": 2, "n_heads": 2, "batch_size": 32})
+    table = summarise(spec)
+    row = table.iloc[0]
+    assert not row["paper_setting"]
+    assert "generated data" in row["differences"]
+    assert "length 120 (paper 2000)" in row["differences"]
+    assert "d_model 32 (paper 128)" in row["differences"]
+    assert (row["n_train"], row["n_val"], row["n_test"]) == (1000, 100, 100)
+    md = banner.banner_markdown(table)
+    assert md.startswith(f"**{banner.TOY_HEADLINE}**")
+    assert "pdelra generate listops" in md
+    assert html.escape(banner.TOY_HEADLINE) in banner.banner_html(table)
+
+
+def test_the_papers_setting_says_so(tmp_path: Path) -> None:
+    t8 = paper.TABLE8["listops"]
+    spec = _spec(tmp_path, "real", 2000, {k: t8[k] for k in ("d_model", "n_layers", "n_heads", "batch_size")})
+    table = summarise(spec)
+    assert bool(table.iloc[0]["paper_setting"]) and table.iloc[0]["differences"] == ""
+    assert banner.headline(table) == banner.PAPER_HEADLINE
+    assert banner.headline(pd.DataFrame()) == banner.MISSING_HEADLINE
+
+
+def test_cli_writes_data_csv_and_names_a_bad_manifest(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    spec = _spec(tmp_path, "generated", 120, {"d_model": 32, "n_layers": 2, "n_heads": 2, "batch_size": 32})
+    out = tmp_path / "tables" / "data.csv"
+    assert main(["data-summary", "--spec", json.dumps(spec), "--out", str(out)]) == 0
+    assert pd.read_csv(out)["task"].tolist() == ["listops"]
+    spec["listops"]["manifest"] = str(tmp_path / "missing" / "manifest.json")
+    with pytest.raises(DataSummaryError, match=r"missing/manifest\.json"):
+        summarise(spec)

@@ -1,0 +1,46 @@
+"""`pdelra aggregate` writes the claims beside every table; `pdelra claims --tables` recomputes them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+from test_aggregate import write_metrics
+
+from pdelra.aggregate import AGGREGATE_TABLES, aggregate
+from pdelra.cli import main
+from pdelra.results.claims import CLAIM_COLUMNS
+
+
+@pytest.fixture
+def tables(tmp_path: Path) -> Path:
+    """A tiny grid: ListOps, the baseline and After Embedding (+1 pp), 3 seeds."""
+    runs = tmp_path / "runs"
+    files = []
+    for seed in range(3):
+        files.append(write_metrics(runs, "listops", "none", "h1", seed, 0.30 + 0.002 * seed))
+        files.append(write_metrics(runs, "listops", "after_embedding", "h1", seed, 0.31 + 0.002 * seed))
+    aggregate(files, tmp_path / "tables")
+    return tmp_path / "tables"
+
+
+def test_aggregate_writes_every_declared_table_with_the_claims(tables: Path) -> None:
+    for name in AGGREGATE_TABLES:
+        assert (tables / f"{name}.csv").is_file(), name
+    claims = pd.read_csv(tables / "claims.csv").set_index("claim_id")
+    assert list(claims.reset_index().columns) == list(CLAIM_COLUMNS)
+    row = claims.loc["table11_sign_after_embedding_listops"]
+    assert row["effect"] == pytest.approx(0.01)
+    assert claims.loc["after_embedding_gain", "verdict"] == "not run"  # needs all five tasks
+
+
+def test_claims_command_recomputes_the_same_table(tables: Path, tmp_path: Path) -> None:
+    out = tmp_path / "again.csv"
+    assert main(["claims", "--tables", str(tables), "--out", str(out)]) == 0
+    pd.testing.assert_frame_equal(pd.read_csv(out), pd.read_csv(tables / "claims.csv"))
+
+
+def test_claims_command_names_a_missing_runs_table(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    assert main(["claims", "--tables", str(tmp_path)]) == 1
+    assert f"{tmp_path}/runs.csv: no runs table" in caplog.text
