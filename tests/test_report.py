@@ -266,8 +266,8 @@ def test_missing_tables_are_named(small_tables: Path, tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------------------------------
 # The sections, without papermill: display only, reading nothing but the tables folder's CSVs
 # ----------------------------------------------------------------------------------------------------
-SECTIONS = ("claims", "provenance", "table6", "table10", "table11", "ranking", "multiscale", "robustness",
-            "spectral", "alpha", "cost", "config")  # fmt: skip
+SECTIONS = ("claims", "methods", "provenance", "table6", "table10", "table11", "ranking", "multiscale",
+            "robustness", "spectral", "alpha", "cost", "config")  # fmt: skip
 
 
 def render_sections(tables: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list[Path]]:
