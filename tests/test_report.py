@@ -196,7 +196,7 @@ def test_partial_report_on_a_half_finished_grid_leaves_the_workflow_outputs_alon
     out = exp / "report-partial"
     claims = pd.read_csv(out / "tables" / "claims.csv").set_index("claim_id")
     assert claims.loc["multiscale_gain_after_mlp", "verdict"] == "not run"
-    assert "no run on listops" in claims.loc["multiscale_gain_after_mlp", "detail"]
+    assert "no run: After MLP (multi) on ListOps" in claims.loc["multiscale_gain_after_mlp", "detail"]
     assert claims.loc["after_embedding_gain", "verdict"] in ("reproduced", "inconclusive")
     assert claims.loc["after_embedding_gain", "n"] == 2
     assert "Partial report" in (out / "index.html").read_text()

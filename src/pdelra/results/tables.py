@@ -295,8 +295,9 @@ def table11(runs: pd.DataFrame) -> pd.DataFrame:
         for task in paper.TASKS:
             ours, base = seed_values(runs, task, variant), seed_values(runs, task, BASELINE)
             est = stats.paired(ours, base)
-            shared = sorted(set(ours) & set(base)) if len(set(ours) & set(base)) >= 2 else sorted(base)
-            base_mean = sum(base[s] for s in shared) / len(shared) if shared else math.nan
+            shared = set(ours) & set(base)
+            seeds = shared if len(shared) >= 2 else set(base)  # those `paired` compares (Welch: all)
+            base_mean = sum(base[s] for s in seeds) / len(seeds) if seeds else math.nan
             p = paper.TABLE11[variant][task]
             rows.append(
                 {
