@@ -4,7 +4,8 @@ part of the report in the notebook and saves its tables and figures through `pde
 
 Display only: every number comes from a CSV that `pdelra aggregate` wrote (`pdelra.results`), read through
 `report.table(name)`; a section formats, orders and draws, and computes nothing. The headings live in the
-notebook's markdown (the contributed sections, `contributed`, print their own).
+notebook's markdown, never in a section (of the contributed ones, `contributed`, the diagnostics section
+prints its own and the notebook has none for it).
 """
 
 from __future__ import annotations

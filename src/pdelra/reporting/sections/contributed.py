@@ -1,6 +1,6 @@
-"""The sections other parts of the project contribute (`pdelra.reporting.related_section`,
-`pdelra.reporting.diagnostics_section`, each `render(tables_dir, out_dir)` printing its own heading),
-behind the notebook's one convention `render(report)`."""
+"""The sections other parts of the project contribute, each `render(tables_dir, out_dir)`, behind the
+notebook's one convention `render(report)`: `pdelra.reporting.related_section` (its heading is in the
+notebook) and `pdelra.reporting.diagnostics_section` (it prints its own)."""
 
 from __future__ import annotations
 
