@@ -15,16 +15,9 @@ if TYPE_CHECKING:
     import pandas as pd
 
 SIGN_PREFIX = "table11_sign_"
-HEADLINE_COLUMNS = {
-    "claim_id": "claim",
-    "claim": "statement",
-    "paper_effect": "paper",
-    "effect": "ours [95 % CI]",
-    "n": "n",
-    "verdict": "verdict",
-    "size": "size",
-    "p_adjusted": "p (adjusted)",
-}
+# The headline table's header: claim_id, claim, paper_effect, effect [ci_low, ci_high], n, verdict, size,
+# p_adjusted of claims.csv.
+HEADLINE_HEADER = ("claim", "statement", "paper", "ours [95 % CI]", "n", "verdict", "size", "p (adjusted)")
 
 
 def render(report: Report) -> None:
@@ -69,7 +62,7 @@ def _claims_html(head: pd.DataFrame) -> str:
             f'<td style="text-align:right">{style.number(c["p_adjusted"], "{:.3g}")}</td>',
         ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
-    head_row = "".join(f"<th>{html.escape(label)}</th>" for label in HEADLINE_COLUMNS.values())
+    head_row = "".join(f"<th>{html.escape(label)}</th>" for label in HEADLINE_HEADER)
     return f'<table class="claims"><thead><tr>{head_row}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
 
 
