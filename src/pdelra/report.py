@@ -25,6 +25,7 @@ from typing import Any
 from pdelra.aggregate import AGGREGATE_TABLES
 from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
+from pdelra.reporting.style import VERDICT_COLOURS
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +75,6 @@ def render_html(executed: Path, html_path: Path) -> None:
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     html_path.write_text(body, encoding="utf-8")
-
-
-VERDICT_COLOURS = {
-    "reproduced": "#1a9850",
-    "contradicted": "#d73027",
-    "inconclusive": "#fdae61",
-    "not run": "#bdbdbd",
-}
 
 
 def _markdown_bold(text: str) -> str:
