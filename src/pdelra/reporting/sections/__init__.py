@@ -48,12 +48,14 @@ class Report:
 
     def table(self, name: str) -> pd.DataFrame:
         """`{tables_dir}/{name}.csv` (an empty frame when absent or empty: that part has not run); `name`
-        must be one of the tables `pdelra aggregate` declares (pdelra.aggregate.AGGREGATE_TABLES)."""
+        must be one the report rule declares: a table `pdelra aggregate` writes
+        (pdelra.aggregate.AGGREGATE_TABLES) or `data` (`pdelra data-summary`, the data banner)."""
         from pdelra.aggregate import AGGREGATE_TABLES
+        from pdelra.data.summary import TABLE as DATA_TABLE
         from pdelra.results.build import read_table
 
-        if name not in AGGREGATE_TABLES:
-            raise UndeclaredTableError(f"{name!r} is not a table `pdelra aggregate` writes")
+        if name not in (*AGGREGATE_TABLES, DATA_TABLE):
+            raise UndeclaredTableError(f"{name!r} is not a table the report rule declares")
         if name not in self._cache:
             self._cache[name] = read_table(self.tables_dir / f"{name}.csv")
         return self._cache[name].copy()
