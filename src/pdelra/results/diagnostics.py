@@ -15,7 +15,8 @@ Tables
 - `diagnostics_bound`: the compositional bound, per (task, variant, scale, setting, kind, position): the
   measured ‖Δlogits‖ when D is removed (trained) or inserted (probe), the composed bound amplification ×
   roughness bound, their ratio and the share of examples where the bound held.
-- `diagnostics_points`: the mechanism test's points, one per (task, position): predictor and gain seed means.
+- `diagnostics_points`: the mechanism test's points, one per (task, position): predictor and gain seed means,
+  and (`*_within`) their deviations from the task's mean, the view the within-task test reads.
 - `diagnostics_mechanism`: one row per predictor: within-task statistic, one-sided p in the theory's
   direction, p on the two-sided scale, Holm-adjusted p over the three predictors, unadjusted and adjusted
   verdicts. `mechanism_claims` gives the same as claims-shaped rows (family "diagnostics").
@@ -212,7 +213,10 @@ def mechanism_points(diagnostics: pd.DataFrame, runs: pd.DataFrame | None) -> pd
     cells = points.groupby(["task", "variant", "scale"])
     table = cells[[*PREDICTORS, "gain"]].mean()
     table["seeds"] = cells["seed"].nunique()
-    return table.reset_index()[columns]
+    table = table.reset_index()
+    for column in [*PREDICTORS, "gain"]:  # the within-task view the test reads: deviations from task means
+        table[f"{column}_within"] = table[column] - table.groupby("task")[column].transform("mean")
+    return table[[*columns, *(f"{c}_within" for c in [*PREDICTORS, "gain"])]]
 
 
 def within_task_permutation(
