@@ -34,6 +34,15 @@ every variant and D is what varies. Block of an operator: `encoder.embedding` �
 `blocks.i.*` → i. Every quantity is the mean over the examples of the per-sequence value
 (pdelra.diagnostics); `bound_ratio` is the mean of perturbation / bound (≤ 1 by the theory).
 
+The insertion effect on the logits (LOGIT_QUANTITIES, probe and trained rows, on the first
+`--amplification-examples` examples; see `measure_logit_effects`): `logit_change` = ‖logits with D − logits
+without D‖ (a trained layer's Euler step set to the identity, its LayerNorm kept; the probe inserted at the
+block's input), `amplification` = σ_max of the Jacobian of the logits in the point's input at the model as
+trained (exact per example, one backward pass per class: pdelra.diagnostics.jacobian_spectral_norm), and the
+composed bound amplification × roughness bound that the revised paper's "compositional perturbation bounds"
+state, with its ratio and the share of examples where it held. Both are measured through the model's own
+modules, by hooks on the named insertion points: nothing of the forward pass is written out again.
+
 `commutator` = ‖D(M(x)) − M(D(x))‖ / ‖M(x)‖ as the issue defines it. Its numerator only involves the
 attention branch A = M − I (the identity commutes with D), but its denominator holds the residual stream:
 where the stream is large next to the branch (e.g. right after a LayerNorm) it is small for that reason
