@@ -248,3 +248,9 @@ def test_summarise_names_every_table() -> None:
     }
     assert len(out["diagnostics_mechanism"]) == len(rd.PREDICTORS)
     assert len(out["diagnostics_points"]) == len(TASKS) * len(POSITIONS)
+
+
+def test_summarise_of_an_empty_diagnostics_table_gives_empty_tables_and_not_run_rows() -> None:
+    out = rd.summarise(pd.DataFrame(columns=list(COLUMNS)), None)
+    assert all(frame.empty for name, frame in out.items() if name != "diagnostics_mechanism")
+    assert (out["diagnostics_mechanism"]["verdict"] == "not run").all()

@@ -87,7 +87,7 @@ def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
     import numpy as np
 
     with np.errstate(divide="ignore", invalid="ignore"):
-        out = num / den
+        out = num.astype(float) / den.astype(float)
     return out.where(np.isfinite(out))
 
 
