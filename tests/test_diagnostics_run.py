@@ -257,6 +257,8 @@ def test_command_line_run_and_table(runs, tmp_path: Path, caplog: pytest.LogCapt
     (bare / WEIGHTS_NAME).unlink()
     assert main(["diagnose", "run", str(bare), "--data", str(data), "--out", str(tmp_path / "x.csv")]) == 1
     assert f"{bare / WEIGHTS_NAME}: no weights file" in caplog.text
+    assert main([*argv, "--amplification-examples", "-1"]) == 1
+    assert "--amplification-examples must be ≥ 0" in caplog.text
     bad = tmp_path / "bad.csv"
     bad.write_text("task,variant\nlistops,none\n")
     with pytest.raises(Exception, match="missing column"):

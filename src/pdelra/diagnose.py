@@ -77,7 +77,7 @@ DIAGNOSTICS_NAME = "diagnostics.csv"
 STAMP_NAME = "diagnostics.json"
 PROBE_ALPHA = 0.1
 PROBE_SCALES = (1,)
-AMPLIFICATION_EXAMPLES = 2  # see LOGIT_QUANTITIES: a backward pass per class, insertion point and batch
+AMPLIFICATION_EXAMPLES = 1  # see LOGIT_QUANTITIES: a backward pass per class and insertion point, per example
 QUANTITIES = (
     "roughness_in",
     "roughness_out",
