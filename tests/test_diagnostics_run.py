@@ -106,7 +106,8 @@ def test_rows_per_variant_and_the_bound_holds(runs, variant: str) -> None:
     assert np.isfinite(probe["commutator"]).all()
     # The insertion effect on the logits, on the first AMPLIFICATION_EXAMPLES examples, probe and trained.
     assert (measured["n_logit_examples"] == AMPLIFICATION_EXAMPLES).all()
-    assert (measured["amplification"] > 0).all() and (measured["logit_change"] > 0).all()
+    assert (measured["amplification"] > 0).all() and (measured["logit_change"] >= 0).all()
+    assert (measured["logit_change"] > 0).any()  # 0 where D meets a constant sequence (uniform attention)
     assert (measured["amplified_perturbation"] <= measured["composed_bound"] * (1 + 1e-6)).all()
     assert measured["composed_held"].between(0, 1).all()
     assert frame.loc[frame["kind"] == "residual", list(LOGIT_QUANTITIES)].isna().all().all()
