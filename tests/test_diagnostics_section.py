@@ -58,6 +58,8 @@ def test_render_saves_every_figure_and_table_from_the_csvs(tmp_path: Path) -> No
     assert "p (Holm)" in shown and "inconclusive" in shown  # readable headers; the Simpson case: no evidence
     positions = (tmp_path / "out" / "tables" / "diagnostics_per_position.md").read_text()
     assert "Layer Diffusion" in positions and "between_layers" not in positions  # paper labels
+    rows = [line.split("|")[1].strip() for line in positions.splitlines()[2:]]
+    assert list(dict.fromkeys(rows)) == [TASK_LABELS[t] for t in TASKS]  # the paper's task order
 
 
 def test_figures_use_paper_labels_and_order_and_draw_no_empty_rows(tmp_path: Path) -> None:

@@ -309,6 +309,11 @@ MECHANISM_HEADERS = {
 def _shown(frame: pd.DataFrame, headers: dict[str, str]) -> pd.DataFrame:
     """The columns `headers` names, paper labels for tasks and positions, readable headers."""
     out = frame[[c for c in headers if c in frame.columns]].copy()
+    order = [c for c in ("task", "variant") if c in out]
+    if order:  # the paper's order of tasks and positions, not the alphabet's
+        tasks, variants = _task_order(out.get("task", [])), _variant_order(out.get("variant", []))
+        rank = {"task": tasks.index, "variant": variants.index}
+        out = out.sort_values(order, key=lambda col: col.map(rank[col.name]), kind="stable")
     if "task" in out:
         out["task"] = out["task"].map(_task)
     if "variant" in out:
