@@ -35,8 +35,7 @@ larger representations), so a correlation pooled across tasks can be made by the
 paradox: no relation inside any task, yet ρ = −0.9 across tasks). The statistic is the mean over tasks of
 the within-task Spearman ρ, and its null distribution shuffles the positions only inside each task
 (`pdelra.results.stats.permutation_within_strata`), so a task effect cannot make an association; tasks with
-fewer than 3 positions carry no within-task information (`within_task_permutation`, the same test as
-`stats.permutation_within_strata`, vectorised). The three predictors are one multiplicity family:
+fewer than 3 positions carry no within-task information. The three predictors are one multiplicity family:
 Holm's adjustment (`stats.holm`) over them.
 """
 
@@ -219,39 +218,6 @@ def mechanism_points(diagnostics: pd.DataFrame, runs: pd.DataFrame | None) -> pd
     return table[[*columns, *(f"{c}_within" for c in [*PREDICTORS, "gain"])]]
 
 
-def within_task_permutation(
-    x: Sequence[float], y: Sequence[float], tasks: Sequence[object], resamples: int, seed: int
-) -> tuple[float, float, float]:
-    """(statistic, p_greater, p_less): `stats.permutation_within_strata`'s test (mean over strata of the
-    within-stratum Spearman ρ; y shuffled inside each stratum; strata with < 3 points left out; p = (k + 1)
-    / (R + 1)), with the resamples drawn as one matrix per stratum instead of a Python loop — the same
-    statistic and null distribution, ~100× faster, which the null simulation in the tests needs."""
-    import numpy as np
-    from scipy.stats import rankdata
-
-    xs, ys, groups = np.asarray(x, float), np.asarray(y, float), np.asarray(tasks, dtype=object)
-    keep = ~(np.isnan(xs) | np.isnan(ys))
-    xs, ys, groups = xs[keep], ys[keep], groups[keep]
-    rng = np.random.default_rng(seed)
-    observed, null, strata = 0.0, np.zeros(resamples), 0
-    for g in dict.fromkeys(groups.tolist()):
-        idx = np.flatnonzero(groups == g)
-        if len(idx) < 3:
-            continue
-        zx, zy = (rankdata(v[idx]) for v in (xs, ys))
-        zx, zy = ((v - v.mean()) / (v.std() or 1.0) for v in (zx, zy))  # a shuffle keeps mean and spread
-        observed += float(zx @ zy) / len(idx)
-        null += rng.permuted(np.tile(zy, (resamples, 1)), axis=1) @ zx / len(idx)
-        strata += 1
-    if not strata:
-        return math.nan, math.nan, math.nan
-    observed, null = observed / strata, null / strata
-    tol = 1e-12
-    p_greater = (np.sum(null >= observed - tol) + 1) / (resamples + 1)
-    p_less = (np.sum(null <= observed + tol) + 1) / (resamples + 1)
-    return observed, float(p_greater), float(p_less)
-
-
 def _verdict(p_expected: float, p_opposite: float) -> str:
     """reproduced / contradicted / inconclusive on the two-sided scale at stats.ALPHA; not run without p."""
     if math.isnan(p_expected):
@@ -279,7 +245,7 @@ def mechanism_test(
         tasks = int((sizes >= 3).sum())
         statistic = p_greater = p_less = math.nan
         if tasks:
-            statistic, p_greater, p_less = within_task_permutation(
+            statistic, p_greater, p_less = stats.permutation_within_strata(
                 usable[predictor], usable["gain"], usable["task"], resamples, seed
             )
         one_sided = p_less if expected < 0 else p_greater
@@ -363,8 +329,18 @@ def mechanism_claims(
 # Every table
 
 
+TABLES = (
+    "diagnostics_per_position",
+    "diagnostics_per_block",
+    "diagnostics_depth",
+    "diagnostics_bound",
+    "diagnostics_points",
+    "diagnostics_mechanism",
+)
+
+
 def summarise(diagnostics: pd.DataFrame, runs: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
-    """Every diagnostics table by name (the CSV file stem `pdelra aggregate` writes it under)."""
+    """Every diagnostics table by name (`TABLES`; the CSV file stem `pdelra aggregate` writes it under)."""
     points = mechanism_points(diagnostics, runs)
     return {
         "diagnostics_per_position": per_position(diagnostics),
