@@ -2,8 +2,9 @@
 
 The report folder holds `report.ipynb` (executed, with outputs), `report.html` (code cells hidden),
 `figures/*.{png,pdf}` and `tables/*.{csv,md,tex}` written by the notebook (their captions in
-`artifacts.json`), `tables/claims.csv` (the verdict per claim, a copy of the one `pdelra aggregate` writes; `pdelra.results.claims`) and `index.html`, a landing
-page with the verdicts at the top and every figure and table with its caption. Everything is built in a
+`artifacts.json`), `tables/claims.csv` (the verdict per claim: a copy of the one `pdelra aggregate`
+writes), `tables/paper-tables.tex|pdf` and `index.html`, a landing page with the data banner and the
+verdicts at the top and every figure and table with its caption. Everything is built in a
 staging folder beside `--out` and swapped in at the end, so a failed or interrupted report never leaves a
 half-written folder behind.
 
