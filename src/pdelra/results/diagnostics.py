@@ -90,6 +90,18 @@ def _ratio(num: pd.Series, den: pd.Series) -> pd.Series:
     return out.where(np.isfinite(out))
 
 
+def as_table(diagnostics: pd.DataFrame | None) -> pd.DataFrame:
+    """diagnostics.csv as read: an absent or empty file (no column at all) becomes an empty table with the
+    columns `pdelra diagnose` writes, so every summary comes out empty and every claim `not run`."""
+    import pandas as pd
+
+    from pdelra.diagnose import COLUMNS
+
+    if diagnostics is None or not len(diagnostics.columns):
+        return pd.DataFrame(columns=list(COLUMNS))
+    return diagnostics
+
+
 def _with_derived(diagnostics: pd.DataFrame) -> pd.DataFrame:
     """diagnostics.csv rows plus derived columns: α-normalised commutators, roughness reduction."""
     frame = diagnostics.copy()
@@ -301,7 +313,7 @@ def mechanism_claims(
     is yes), verdict_unadjusted; the claims module adjusts within the family and sets `verdict`."""
     import pandas as pd
 
-    test = mechanism_test(mechanism_points(diagnostics, runs), resamples=resamples)
+    test = mechanism_test(mechanism_points(as_table(diagnostics), runs), resamples=resamples)
     rows = []
     for row in test.itertuples(index=False):
         rows.append(
@@ -341,6 +353,7 @@ TABLES = (
 
 def summarise(diagnostics: pd.DataFrame, runs: pd.DataFrame | None) -> dict[str, pd.DataFrame]:
     """Every diagnostics table by name (`TABLES`; the CSV file stem `pdelra aggregate` writes it under)."""
+    diagnostics = as_table(diagnostics)
     points = mechanism_points(diagnostics, runs)
     return {
         "diagnostics_per_position": per_position(diagnostics),
