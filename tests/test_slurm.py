@@ -34,6 +34,8 @@ from conftest import (
 )
 from test_faults import _same_run
 
+from pdelra import experiment
+
 SCRIPT = REPO / "scripts" / "local-slurm.sh"
 PROFILE = REPO / "profiles" / "slurm" / "profile.yaml"
 ACCOUNT = "pdelra"  # the account local-slurm.sh registers in sacctmgr
@@ -100,6 +102,49 @@ def test_dry_run_requests_come_from_the_config(tmp_path: Path):
             assert "gpu=1" in resources and "mem_mb=500" in resources and "runtime=5" in resources
         else:
             assert "gpu=0" in resources and "mem_mb=700" in resources and "runtime=9" in resources
+
+
+def _packed_config(seeds: list[int], pack: int) -> dict:
+    """The Slurm test experiment with the GPU task's runs `pack` to a training job."""
+    config = slurm_config()
+    config["grids"]["main"]["seeds"] = seeds
+    config["tasks"][GPU_TASK]["resources"]["pack"] = pack
+    return config
+
+
+def test_dry_run_packs_a_cells_seeds_into_one_job_with_one_gpu(tmp_path: Path):
+    """resources.pack: 2 with 3 seeds: each GPU cell is 2 pack jobs (seeds 0-1, seed 2), each asking for the
+    GPU once and for 2 x the cores and memory; every run is still its own, copied to its run folder; and
+    `pdelra plan` counts the same jobs as the dry run."""
+    config = _packed_config([0, 1, 2], 2)
+    ws = make_workspace(tmp_path / "ws", config)
+    proc = subprocess.run(
+        snakemake_command(ws, ("--profile", "profiles/slurm", *TEST_OVERRIDES, "-n")),
+        cwd=ws,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    counts = parse_job_counts(out)
+    assert counts["train"] == 6 and counts["train_pack"] == 4 and counts["packed_run"] == 6, counts
+    assert {k: v for k, v in experiment.workflow_jobs(config).items() if k != "all"} == {
+        k: v for k, v in counts.items() if k != "all"
+    }
+    blocks = re.findall(r"rule train_pack:\n(.*?)\n\n", out, flags=re.S)
+    packs = {re.search(r"pack=(seeds[\d-]+)", b).group(1): re.search(r"resources: (.*)", b).group(1) for b in blocks}
+    assert sorted(packs) == ["seeds0-1", "seeds0-1", "seeds2", "seeds2"] or len(blocks) == 4, packs
+    for block in blocks:
+        pack = re.search(r"pack=(seeds[\d-]+)", block).group(1)
+        resources = re.search(r"resources: (.*)", block).group(1)
+        runs = len(pack.split("-"))
+        assert "gpu=1," in resources, resources  # once, not per run
+        assert f"cpus_per_task={runs}," in resources and f"mem_mb={500 * runs}," in resources, resources
+        assert "runtime=5" in resources, resources
+    for block in re.findall(r"rule train:\n(.*?)\n\n", out, flags=re.S):
+        assert "task=retrieval" in block, "only the unpacked task trains a run per job"
 
 
 # ---------------------------------------------------------------------------------------------------------
