@@ -48,7 +48,7 @@ def pack_script(wildcards, output, resources):
     pack's folder, its checkpoint and log where an unpacked run has them. The script itself outlives the
     SIGTERM that Slurm sends every process of the job (preemption, time limit): it waits for every trainer
     to checkpoint, then exits with the last failure's status (75 for a stop: the retry resumes them all)."""
-    cell = run_layout.RUN_PATTERN.format(**dict(wildcards.items(), seed=0)).rsplit("/", 1)[0]
+    cell = "/".join((wildcards.task, wildcards.variant, wildcards.scale, wildcards.setting))
     lines = [
         "pids=(); logs=(); status=0",
         "trap : TERM USR1",
