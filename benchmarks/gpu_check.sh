@@ -4,6 +4,8 @@
 #   1. the operator/model tests on CUDA (tests/test_ops.py, tests/test_model.py, tests/test_fused.py);
 #   2. `pdelra bench train-step` at Table 8's ListOps shape (L = 2000, batch 256, bf16 autocast): none against
 #      after_embedding, after_mlp at h1 and multi-scale, each with the eager and the fused operator;
+#      then `pdelra bench pack`: ListOps runs per hour with K = 1, 2, 4 training processes side by side on
+#      the GPU (the config's `resources.pack`: kept only where K > 1 gains clearly over K = 1);
 #   3. `pdelra bench layer`: the diffusion layer alone against nn.LayerNorm, eager and fused, bf16 at
 #      Table 8's ListOps shape (256, 2000, 128), float32 at (4, 1024, 128) and (32, 2048, 128);
 #   4. `pdelra plan config/config.yaml` calibrated on this GPU.
@@ -48,12 +50,12 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
 PDELRA=("$PY" -c '
 import argparse, logging, sys
 from pdelra import plan
-from pdelra.bench import layer, train_step
+from pdelra.bench import layer, pack, train_step
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 parser = argparse.ArgumentParser(prog="pdelra")
 sub = parser.add_subparsers(dest="command", required=True)
 bench = sub.add_parser("bench").add_subparsers(dest="benchmark", required=True)
-for name, module in (("layer", layer), ("train-step", train_step)):
+for name, module in (("layer", layer), ("train-step", train_step), ("pack", pack)):
     p = bench.add_parser(name)
     module.add_arguments(p)
     p.set_defaults(func=module.run)
@@ -74,6 +76,10 @@ step train_step 170 "${PDELRA[@]}" bench train-step --device cuda --lengths 2000
     --autocast bf16 --variants after_embedding after_mlp --scales h1 multi --paths eager fused \
     --rounds 5 --warmup 1 --json "$OUT/train_step.json"
 
+# 2b. Several runs per GPU: K ListOps training processes at Table 8's shape side by side, 15 s timed per K
+#     after a warm-up (the first compiles the fused operator; the others find it in the inductor cache).
+step pack 150 "${PDELRA[@]}" bench pack --device cuda --packs 1 2 4 --seconds 15 --json "$OUT/pack.json"
+
 # 3. The layer alone against LayerNorm: bf16 at Table 8's ListOps shape, float32 at the two reference shapes.
 step layer_bf16 80 "${PDELRA[@]}" bench layer --device cuda --shapes 256x2000x128 --dtype bfloat16 \
     --scales h1 multi --rounds 20 --warmup 2 --json "$OUT/layer_bf16.json"
@@ -89,6 +95,7 @@ step plan 90 "${PDELRA[@]}" plan config/config.yaml --device cuda --steps 2 --js
     echo "== layer (fp32)"; grep -E "^\(B, L, d\)|^path|^(eager|fused) " "$OUT/layer_fp32.log"
     echo "== layer (bf16)"; grep -E "^\(B, L, d\)|^path|^(eager|fused) " "$OUT/layer_bf16.log"
     echo "== train step"; grep -E "^L=|^variant|^after_|^diffusion layer" "$OUT/train_step.log"
+    echo "== several runs per GPU"; grep -E "^ListOps|^ +K |^ +[0-9]+ " "$OUT/pack.log"
     echo "== plan"; grep -v " INFO " "$OUT/plan.log" | tail -n 12
 } >>"$SUMMARY" 2>&1
 cat "$SUMMARY"

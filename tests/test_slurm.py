@@ -34,6 +34,8 @@ from conftest import (
 )
 from test_faults import _same_run
 
+from pdelra import experiment
+
 SCRIPT = REPO / "scripts" / "local-slurm.sh"
 PROFILE = REPO / "profiles" / "slurm" / "profile.yaml"
 ACCOUNT = "pdelra"  # the account local-slurm.sh registers in sacctmgr
@@ -102,6 +104,49 @@ def test_dry_run_requests_come_from_the_config(tmp_path: Path):
             assert "gpu=0" in resources and "mem_mb=700" in resources and "runtime=9" in resources
 
 
+def _packed_config(seeds: list[int], pack: int) -> dict:
+    """The Slurm test experiment with the GPU task's runs `pack` to a training job."""
+    config = slurm_config()
+    config["grids"]["main"]["seeds"] = seeds
+    config["tasks"][GPU_TASK]["resources"]["pack"] = pack
+    return config
+
+
+def test_dry_run_packs_a_cells_seeds_into_one_job_with_one_gpu(tmp_path: Path):
+    """resources.pack: 2 with 3 seeds: each GPU cell is 2 pack jobs (seeds 0-1, seed 2), each asking for the
+    GPU once and for 2 x the cores and memory; every run is still its own, copied to its run folder; and
+    `pdelra plan` counts the same jobs as the dry run."""
+    config = _packed_config([0, 1, 2], 2)
+    ws = make_workspace(tmp_path / "ws", config)
+    proc = subprocess.run(
+        snakemake_command(ws, ("--profile", "profiles/slurm", *TEST_OVERRIDES, "-n")),
+        cwd=ws,
+        env=tool_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout + proc.stderr
+    counts = parse_job_counts(out)
+    assert counts["train"] == 6 and counts["train_pack"] == 4 and counts["packed_run"] == 6, counts
+    assert {k: v for k, v in experiment.workflow_jobs(config).items() if k != "all"} == {
+        k: v for k, v in counts.items() if k != "all"
+    }
+    # One "rule train_pack:" block per job: its wildcards name the pack, its resources line the requests.
+    blocks = re.findall(r"rule train_pack:\n(.*?)\n\n", out, flags=re.S)
+    packs = sorted(re.search(r"variant=(\w+).*pack=(seeds[\d-]+)", b).groups() for b in blocks)
+    assert packs == [(v, p) for v in ("after_embedding", "none") for p in ("seeds0-1", "seeds2")], packs
+    for block in blocks:
+        runs = len(re.search(r"pack=(seeds[\d-]+)", block).group(1).split("-"))
+        resources = re.search(r"resources: (.*)", block).group(1)
+        assert "gpu=1," in resources, resources  # once, not per run: the pack's runs share it
+        assert f"cpus_per_task={runs}," in resources and f"mem_mb={500 * runs}," in resources, resources
+        assert "runtime=5" in resources, resources
+    for block in re.findall(r"rule train:\n(.*?)\n\n", out, flags=re.S):
+        assert "task=retrieval" in block, "only the unpacked task trains a run per job"
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The script's safety contracts (no cluster needed)
 # ---------------------------------------------------------------------------------------------------------
@@ -156,6 +201,8 @@ def slurm_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str
             "SLURM_CONF": str(state / "etc" / "slurm.conf"),
             "USER": "root",
             "LOCAL_SLURM_STATE": str(state),
+            # The node's GPU is a fake gres: the jobs that reserve it (--device cuda) train on the CPU.
+            "PDELRA_ALLOW_CPU": "1",
         }
     finally:
         subprocess.run([SCRIPT, "stop", state], capture_output=True, text=True, timeout=120)
@@ -268,10 +315,12 @@ def _fault_config(**train: Any) -> dict:
     return config
 
 
-def _start_run(ws: Path, env: dict[str, str], log_path: Path, limit_s: int) -> subprocess.Popen[str]:
-    """snakemake --profile profiles/slurm for the one run, in the background (`timeout -k`: a hung snakemake
+def _start_run(
+    ws: Path, env: dict[str, str], log_path: Path, limit_s: int, targets: tuple[str, ...] = (TARGET,)
+) -> subprocess.Popen[str]:
+    """snakemake --profile profiles/slurm for the run(s), in the background (`timeout -k`: a hung snakemake
     waits for its jobs and ignores SIGTERM)."""
-    command = snakemake_command(ws, (TARGET, "--profile", "profiles/slurm", *TEST_OVERRIDES))
+    command = snakemake_command(ws, (*targets, "--profile", "profiles/slurm", *TEST_OVERRIDES))
     with open(log_path, "w") as log:
         return subprocess.Popen(["timeout", "-k", "10", str(limit_s), *command], cwd=ws, env=tool_env(env),
                                 stdout=log, stderr=subprocess.STDOUT, text=True)  # fmt: skip
@@ -298,14 +347,23 @@ def _train_by_hand(ws: Path, run_config: str, out: Path) -> dict[str, Any]:
     return json.loads((out / "run" / "metrics.json").read_text())
 
 
+PACKED_SEEDS = (0, 1)  # the requeue scenario's runs, trained in one packed job (resources.pack: 2)
+
+
 def _requeue_scenario(env: dict[str, str], root: Path) -> dict[str, Any]:
-    """Preemption: requeue the training job once it has checkpointed; then an uninterrupted reference run."""
-    ws = make_workspace(root / "ws", _fault_config(max_epochs=8, checkpoint_every_steps=1))
-    ckpt = ws / "results" / "tiny" / "checkpoints" / RUN / "checkpoint.pt"
+    """Preemption of a packed job: two runs share the one job and its GPU; requeue it once both have
+    checkpointed; then each run uninterrupted and alone, as an unpacked job would train it."""
+    config = _fault_config(max_epochs=8, checkpoint_every_steps=1)
+    config["grids"]["main"]["seeds"] = list(PACKED_SEEDS)
+    config["tasks"][GPU_TASK]["resources"]["pack"] = len(PACKED_SEEDS)
+    ws = make_workspace(root / "ws", config)
+    runs = [RUN.replace("seed0", f"seed{seed}") for seed in PACKED_SEEDS]
+    ckpts = [ws / "results" / "tiny" / "checkpoints" / run / "checkpoint.pt" for run in runs]
+    targets = tuple(f"results/tiny/runs/{run}/metrics.json" for run in runs)
     log_path = root / "snakemake.log"
-    smk = _start_run(ws, env, log_path, 400)
+    smk = _start_run(ws, env, log_path, 400, targets)
     deadline = time.monotonic() + 200
-    while not (ckpt.exists() and _job_ids(log_path.read_text())):
+    while not (all(ckpt.exists() for ckpt in ckpts) and _job_ids(log_path.read_text())):
         assert smk.poll() is None, log_path.read_text()[-4000:]
         assert time.monotonic() < deadline, "training never checkpointed"
         time.sleep(0.1)
@@ -316,11 +374,16 @@ def _requeue_scenario(env: dict[str, str], root: Path) -> dict[str, Any]:
     smk.wait(timeout=420)
     log = log_path.read_text()
     assert smk.returncode == 0, log[-6000:]
-    metrics = json.loads((ws / TARGET).read_text())
+    metrics = [json.loads((ws / target).read_text()) for target in targets]
     return {
         "metrics": metrics,
+        "job_ids": _job_ids(log),
         "history": _sacct_history(env, job_ids),
-        "reference": _train_by_hand(ws, json.dumps(metrics["run_config"]), root / "reference"),
+        "tres": _sacct(env, job_ids)[job_ids[0]]["tres"],
+        "references": [
+            _train_by_hand(ws, json.dumps(m["run_config"]), root / f"reference{seed}")
+            for seed, m in zip(PACKED_SEEDS, metrics, strict=True)
+        ],
     }
 
 
@@ -376,18 +439,23 @@ def cluster_faults(
 
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_a_requeued_training_job_resumes_and_gives_the_uninterrupted_metrics(
+def test_a_requeued_packed_job_resumes_every_run_and_gives_the_unpacked_metrics(
     cluster_faults: dict[str, Future[dict[str, Any]]],
 ):
-    """Preemption: Slurm requeues a running training job (SIGTERM, then the job starts again)."""
+    """Preemption: Slurm requeues a running training job (SIGTERM, then the job starts again). The job is a
+    pack of two runs: one Slurm job with one GPU, each run its own process that resumes from its own
+    checkpoint and ends with the metrics it has trained alone, uninterrupted."""
     result = cluster_faults["requeue"].result(timeout=900)
-    metrics, history = result["metrics"], result["history"]
-    assert metrics["resumed_count"] >= 1
-    # Slurm's requeue sends SIGTERM (then SIGKILL): every stop the trainer recorded is one.
-    assert {stop["signal"] for stop in metrics["interruptions"]} <= {"SIGTERM"}
+    history = result["history"]
+    assert len(result["job_ids"]) == 1, "both runs are trained by one Slurm job"
+    assert "gres/gpu=1" in result["tres"] and f"cpu={len(PACKED_SEEDS)}" in result["tres"], result["tres"]
     states = [state for _, state, _ in history]
     assert "REQUEUED" in states and states[-1] == "COMPLETED", history
-    assert _same_run(metrics, result["reference"])
+    for metrics, reference in zip(result["metrics"], result["references"], strict=True):
+        assert metrics["resumed_count"] >= 1
+        # Slurm's requeue sends SIGTERM (then SIGKILL): every stop the trainer recorded is one.
+        assert {stop["signal"] for stop in metrics["interruptions"]} <= {"SIGTERM"}
+        assert _same_run(metrics, reference)
 
 
 @pytest.mark.slurm

@@ -7,8 +7,9 @@ source. `tests/test_plan.py` checks `workflow_jobs` against the job table of a r
 Jobs come in two kinds:
 - training jobs (`training_jobs`): one per run of a training rule, each with the resources it asks for (GPUs,
   minutes for the first attempt: a retry asks for attempt × runtime). `TRAINING_RULES` lists the rules and the
-  function expanding each: `train` (the LRA runs of every grid in `run_grids`) and `lm_train` (PhysQK-AD's
-  LM). A new training rule (e.g. Continuous-Time Attention's own experiments) adds one entry there and
+  function expanding each: `train` (the LRA runs of every grid in `run_grids`), `train_pack` (one job per
+  pack of runs of the tasks with `resources.pack` > 1) and `lm_train` (PhysQK-AD's LM). A new training
+  rule (e.g. Continuous-Time Attention's own experiments) adds one entry there and
   its rule;
 - the other jobs (`other_jobs`): data preparation, diagnostics, tables, report and DVC, counted per rule.
 
@@ -114,27 +115,78 @@ def diagnose_parts(runs: list[Run], size: int = DIAGNOSE_RUNS_PER_JOB) -> dict[t
 
 @dataclass(frozen=True)
 class TrainingJob:
-    """One job of a training rule: its run, resolved run config and the resources it asks for."""
+    """One job of a training rule: its run, resolved run config and the resources it asks for. A packed job
+    (`train_pack`) trains several runs of one grid cell at once; `run` and `config` are its first run's."""
 
     rule: str
     run: Run
     config: Mapping[str, Any]  # the run config its rule passes (model, train, …)
     gpus: int
     runtime_min: int  # the first attempt's limit; attempt n asks for n × this
+    runs: int = 1  # runs trained by the job, side by side
 
     @property
     def task(self) -> str:
         return self.run[0]
 
 
+# ---------------------------------------------------------------------------------------------------------
+# Packs: `tasks.{task}.resources.pack` = K trains K runs of a grid cell (same task, variant, scale, setting;
+# consecutive seeds) in one job, each its own `pdelra train` process, checkpoint and metrics.json, sharing
+# the job's GPU (workflow/rules/train.smk, rules train_pack and packed_run).
+
+Pack = tuple[str, str, str, str, tuple[int, ...]]  # (task, variant, scale, setting, seeds)
+
+
+def pack_size(config: Mapping[str, Any], task: str) -> int:
+    """K of a task: runs per training job (1: unpacked)."""
+    return int(merged(config, "resources", task).get("pack", 1))
+
+
+def pack_name(seeds: tuple[int, ...]) -> str:
+    """A pack's folder name under packs/{task}/{variant}/{scale}/{setting}/: seeds0-1-2."""
+    return "seeds" + "-".join(map(str, seeds))
+
+
+def run_packs(config: Mapping[str, Any]) -> list[Pack]:
+    """The packs of the tasks with `pack` > 1: each cell's seeds in order, K to a pack (the last may be
+    smaller). Every run of such a task is in exactly one pack."""
+    cells: dict[tuple[str, str, str, str], list[int]] = {}
+    for task, variant, scale, setting, seed in lra_runs(config):
+        if pack_size(config, task) > 1:
+            cells.setdefault((task, variant, scale, setting), []).append(seed)
+    packs: list[Pack] = []
+    for (task, variant, scale, setting), seeds in cells.items():
+        size = pack_size(config, task)
+        packs += [
+            (task, variant, scale, setting, tuple(seeds[i : i + size])) for i in range(0, len(seeds), size)
+        ]
+    return packs
+
+
 def lra_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
-    """The `train` rule's jobs (workflow/rules/train.smk)."""
+    """The `train` rule's jobs (workflow/rules/train.smk): the runs of the unpacked tasks."""
     settings = selected_settings(config)
     jobs = []
     for run in lra_runs(config):
-        resources = merged(config, "resources", run[0])
+        if pack_size(config, run[0]) == 1:
+            resources = merged(config, "resources", run[0])
+            resolved = run_config(config, settings, *run)
+            jobs.append(TrainingJob("train", run, resolved, resources["gpu"], resources["runtime"]))
+    return jobs
+
+
+def pack_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
+    """The `train_pack` rule's jobs: one per pack, asking for its task's GPUs once."""
+    settings = selected_settings(config)
+    jobs = []
+    for task, variant, scale, setting, seeds in run_packs(config):
+        run: Run = (task, variant, scale, setting, seeds[0])
+        resources = merged(config, "resources", task)
         resolved = run_config(config, settings, *run)
-        jobs.append(TrainingJob("train", run, resolved, resources["gpu"], resources["runtime"]))
+        jobs.append(
+            TrainingJob("train_pack", run, resolved, resources["gpu"], resources["runtime"], len(seeds))
+        )
     return jobs
 
 
@@ -160,6 +212,7 @@ class TrainingRule:
 # {processed_dir}/{task} (for the LM, task = lm_{corpus}).
 TRAINING_RULES: dict[str, TrainingRule] = {
     "train": TrainingRule(lra_training_jobs, "runs"),
+    "train_pack": TrainingRule(pack_training_jobs, "runs"),
     "lm_train": TrainingRule(lm_training_jobs, "lm/runs"),
 }
 
@@ -193,6 +246,7 @@ def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
         jobs["fetch"] = len(sources)
         jobs.update({f"extract_{source}": 1 for source in sources})
     jobs["preprocess"] = len({task for task, *_ in runs})
+    jobs["packed_run"] = sum(len(seeds) for *_, seeds in run_packs(config))  # a packed run's files, copied
     if config.get("lm"):
         jobs.update(lm_prepare=1, lm_aggregate=1)
     jobs.update(

@@ -368,7 +368,7 @@ def make_plan(
     for job in jobs:
         groups[(job.rule, job.task)].append(job)
     untimed = sorted(
-        {job.task for job in jobs if job.rule == "train" and _run_key(job) not in finished}
+        {job.task for job in jobs if job.rule in ("train", "train_pack") and _run_key(job) not in finished}
     )  # the LRA tasks with a job no finished run times: only these are calibrated
     calibrations = (
         _calibrate_tasks(config, untimed, device, steps, max_calibration_batch, progress)
@@ -452,6 +452,9 @@ def _job_estimate(
         epochs = min(train["max_epochs"], math.ceil(steps / math.ceil(counts["train"] / train["batch_size"])))
         per_example = step_s / train["batch_size"]
         seconds = steps * step_s + per_example * EVAL_COST * (epochs * counts["val"] + counts["test"])
+        # A packed job's runs share its GPU: until benchmarks/gpu_check.sh measures what that gains,
+        # the plan assumes nothing (the runs' times add up), a bound its runtime request must also meet.
+        seconds *= job.runs
     return {
         "steps": steps,
         "step_s": None if source == "requested" else step_s,

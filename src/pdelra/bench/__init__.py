@@ -16,6 +16,7 @@ BENCHMARKS = {
     "preprocess": "pdelra.bench.preprocess",
     "workflow-scale": "pdelra.bench.workflow_scale",
     "buckets": "pdelra.bench.buckets",
+    "pack": "pdelra.bench.pack",
 }
 
 
