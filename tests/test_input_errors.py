@@ -1,5 +1,5 @@
 """Bad input a user meets answered by one line that names the file, key or flag and the value, never by a
-traceback from deep inside torch, statistics or the generator (issue 19)."""
+traceback from deep inside torch, statistics or the generator."""
 
 from __future__ import annotations
 

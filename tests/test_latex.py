@@ -20,7 +20,7 @@ from pdelra.errors import UserError
 from pdelra.reporting.io import save_table, to_latex
 from pdelra.reporting.latex import PACKAGES, LatexError, build_pdf, latex_escape, write_paper_tables
 
-# Every non-ASCII character issue 17 found in the report's tables.
+# Every non-ASCII character the report's tables were found to hold.
 ISSUE_CHARACTERS = "τρη≤²±−—ΣαβΔ‖×…→ω½é–↔§"
 
 

@@ -1,5 +1,5 @@
 """One GPU workstation without Slurm: profiles/workstation rations the card, and a job that reserved a GPU
-on a machine without CUDA stops before training instead of training on the CPU unnoticed (issue 19)."""
+on a machine without CUDA stops before training instead of training on the CPU unnoticed."""
 
 from __future__ import annotations
 
