@@ -139,6 +139,11 @@ def test_every_table_compiles_and_fits_its_page(pdflatex: str, tmp_path: Path) -
         "symbols": unicode_heavy(),
         "long": pd.DataFrame({"i": range(120), "name": [f"run_{i}" for i in range(120)]}),
         "empty": pd.DataFrame({"task": pd.Series([], dtype=str), "mean": pd.Series([], dtype=float)}),
+        # A wrapped header line and a first cell that open with a bracket (after a row end `\\`, LaTeX
+        # would read "[95 % CI]" as a vertical-space argument).
+        "brackets": pd.DataFrame(
+            {"[lo, hi]": ["[0.1, 0.2]"], "Test loss (nats/token) [95 % CI]": ["3.9 [3.8, 4.0]"]}
+        ),
     }
     for name, df in frames.items():
         save_table(df, tmp_path, name, f"{name}: τ ≤ ½, 95 % CI — Péclet")

@@ -62,6 +62,10 @@ _SPECIAL = {
     "<": r"\textless{}",
     ">": r"\textgreater{}",
     "|": r"\textbar{}",
+    # After a row end `\\`, a `[` opens its optional vertical-space argument ("Missing = inserted"): a
+    # header line or first cell such as "[95 % CI]" must not start with a bare bracket.
+    "[": "{[}",
+    "]": "{]}",
     '"': "''",
 }
 
