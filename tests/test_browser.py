@@ -25,7 +25,9 @@ from test_report import write_experiment
 from tools import ensure_debian_tool
 
 from pdelra.aggregate import aggregate
+from pdelra.data.summary import summarise
 from pdelra.report import build_report
+from pdelra.reporting.banner import TOY_HEADLINE
 
 pytestmark = pytest.mark.slow
 
@@ -36,6 +38,8 @@ INSPECT = """JSON.stringify({
   links: Array.from(document.links).map(a => a.href),
   claims: !!document.querySelector('table#claims, table.claims'),
   claimRows: document.querySelectorAll('table#claims tbody tr, table.claims tbody tr').length,
+  noAlt: Array.from(document.images).filter(i => !(i.getAttribute('alt') || '').trim()).length,
+  text: document.body.innerText,
   title: document.title
 })"""
 
@@ -111,8 +115,30 @@ def open_in_chromium(chromium: str, page: Path, profile: Path) -> dict[str, Any]
 def report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("browser")
     aggregate(write_experiment(root / "runs", range(2)), root / "tables")
+    _write_data_description(root)
     build_report(root / "tables", root / "report", NOTEBOOK, experiment="browser")
     return root / "report"
+
+
+def _write_data_description(root: Path) -> None:
+    """tables/data.csv as `pdelra data-summary` writes it: generated ListOps at toy size."""
+    manifest = root / "processed" / "listops" / "manifest.json"
+    manifest.parent.mkdir(parents=True)
+    manifest.write_text(json.dumps({"max_length": 120, "counts": {"train": 1000, "val": 100, "test": 100}}))
+    spec = {"manifest": str(manifest), "source": "generated", "origin": "pdelra generate listops {}",
+            "model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "batch_size": 32}}  # fmt: skip
+    summarise({"listops": spec}).to_csv(root / "tables" / "data.csv", index=False)
+
+
+def _assert_reads_as_a_finished_report(seen: dict[str, Any]) -> None:
+    """The data banner first, direction and size beside each other, no temporary path, alt text on
+    every image."""
+    text = seen["text"]
+    assert TOY_HEADLINE in text
+    assert text.index(TOY_HEADLINE) < text.index("reproduced"), "the banner comes before any verdict"
+    assert "size" in text.lower() and ("smaller than claimed" in text or "as claimed" in text or "—" in text)
+    assert ".tmp" not in text and ".report." not in text, "a temporary folder name is shown"
+    assert seen["noAlt"] == 0, f"{seen['noAlt']} image(s) without alt text"
 
 
 @pytest.fixture(scope="module")
@@ -141,6 +167,7 @@ def test_index_page_images_load_links_resolve_claims_shown(
     assert not broken, f"images that did not load: {broken}"
     assert any(h.endswith("/report.html") for h in seen["links"])
     _assert_links_resolve(seen["links"], report)
+    _assert_reads_as_a_finished_report(seen)
 
 
 def test_full_report_images_load_and_claims_come_first(report: Path, chromium: str, tmp_path: Path) -> None:
@@ -148,6 +175,7 @@ def test_full_report_images_load_and_claims_come_first(report: Path, chromium: s
     assert seen["claims"], "the report's first section is the claims table"
     assert len(seen["images"]) >= 8
     assert all(i["ok"] for i in seen["images"]), [i["src"] for i in seen["images"] if not i["ok"]]
+    _assert_reads_as_a_finished_report(seen)
     _assert_links_resolve(
         [h for h in seen["links"] if not h.startswith(f"{(report / 'report.html').as_uri()}#")], report
     )

@@ -15,9 +15,11 @@ from test_aggregate import write_metrics
 
 from pdelra import paper
 from pdelra.aggregate import aggregate
+from pdelra.diagnose import COLUMNS as DIAGNOSTICS_COLUMNS
 from pdelra.report import ReportError, build_report
 from pdelra.reporting.io import read_artifacts
 from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS
+from pdelra.runs import run_dir
 
 NOTEBOOK = REPO / "workflow" / "notebooks" / "report.ipynb"
 PDELRA = ["pdelra"]  # the installed entry point, found on the venv's PATH (tool_env)
@@ -188,6 +190,13 @@ def test_partial_report_on_a_half_finished_grid_leaves_the_workflow_outputs_alon
     for owned in ("tables/runs.csv", "report/index.html"):
         (exp / owned).parent.mkdir(parents=True, exist_ok=True)
         (exp / owned).write_text("the workflow's own file")
+    _write_lm_runs(exp / "lm" / "runs")
+    _write_run_diagnostics(exp / "runs")
+    data = {"task": "listops", "data": "generated", "origin": "pdelra generate listops {}", "n_train": 10,
+            "n_val": 2, "n_test": 2, "max_length": 64, "paper_max_length": 2000, "d_model": 16, "n_layers": 2,
+            "n_heads": 2, "batch_size": 4, "paper_d_model": 128, "paper_n_layers": 6, "paper_n_heads": 8,
+            "paper_batch_size": 256, "paper_setting": False, "differences": "generated data"}  # fmt: skip
+    pd.DataFrame([data]).to_csv(exp / "tables" / "data.csv", index=False)
     done = pdelra(
         "report", "--partial", "--runs", "results/half/runs", "--notebook", str(NOTEBOOK), cwd=tmp_path
     )
@@ -203,6 +212,46 @@ def test_partial_report_on_a_half_finished_grid_leaves_the_workflow_outputs_alon
     assert (out / "source-tables" / "runs.csv").is_file()
     for owned in ("tables/runs.csv", "report/index.html"):
         assert (exp / owned).read_text() == "the workflow's own file"
+    # The LM runs and the diagnostics measured so far are part of it, and no temporary path is named.
+    page = (out / "report.html").read_text()
+    assert (out / "source-tables" / "lm_runs.csv").is_file()
+    assert len(pd.read_csv(out / "source-tables" / "lm_runs.csv")) == 2
+    assert "no lm_runs.csv" not in page and "PhysQK-AD" in page
+    assert len(pd.read_csv(out / "source-tables" / "diagnostics_per_position.csv")) > 0
+    assert {"lm", "diagnostics"} <= set(claims["family"])
+    assert ".tmp" not in page and ".partial-tables." not in page
+    assert "Not the paper" in page and "Not the paper" in (out / "index.html").read_text()
+
+
+def _write_lm_runs(root: Path) -> None:
+    """Two finished LM runs (MHA and PhysQK-AD) as `pdelra lm train` writes their metrics.json."""
+    for variant, loss in (("mha", 3.9), ("physqk_ad", 3.8)):
+        path = run_dir(root, "lm_text", variant, "d16", "base", 0) / "metrics.json"
+        path.parent.mkdir(parents=True)
+        dynamics = [
+            {"step": 10, "epoch": 1, "layer": k, "alpha": 0.1, "eta": 1.0, "eff_pe": 0.5} for k in (0, 1)
+        ]
+        path.write_text(json.dumps({"task": "lm_text", "variant": variant, "scale": "d16", "setting": "base",
+                                    "seed": 0, "status": "completed", "test_loss_nats": loss,
+                                    "test_bits_per_byte": loss / 0.69, "corpus": "text",
+                                    "dynamics": dynamics if variant == "physqk_ad" else []}))  # fmt: skip
+
+
+def _write_run_diagnostics(runs: Path) -> None:
+    """Each finished ListOps run's cached diagnostics.csv (as `pdelra diagnose run` leaves it)."""
+    for metrics in sorted(runs.glob("listops/*/h1/base/seed*/metrics.json")):
+        m = json.loads(metrics.read_text())
+        keys = {k: m[k] for k in ("task", "variant", "scale", "setting", "seed")}
+        rows = [{**keys, "block": 0, "operator": "probe", "kind": "probe", "position": "residual_stream",
+                 "alpha_mean": 0.1, "commutator": 0.2, "commutator_branch": 0.3, "rel_roughness_in": 1.0,
+                 "rel_roughness_out": 0.9, "bound_ratio": 0.5}]  # fmt: skip
+        if m["variant"] != "none":
+            rows.append(
+                {**rows[0], "operator": "encoder.embedding", "kind": "trained", "position": "embedding"}
+            )
+        pd.DataFrame(rows).reindex(columns=DIAGNOSTICS_COLUMNS).to_csv(
+            metrics.parent / "diagnostics.csv", index=False
+        )
 
 
 def test_partial_without_finished_runs_says_so(tmp_path: Path) -> None:

@@ -161,9 +161,8 @@ def _artifacts_html(report_dir: Path) -> str:
         links = " · ".join(
             f'<a href="{html.escape(f)}">{html.escape(Path(f).suffix[1:].upper())}</a>' for f in e["files"]
         )
-        thumb = (
-            f'<a href="{html.escape(png)}"><img src="{html.escape(png)}" alt="{html.escape(e["name"])}"></a>'
-        )
+        alt = html.escape(e["caption"])
+        thumb = f'<a href="{html.escape(png)}"><img src="{html.escape(png)}" alt="{alt}"></a>'
         figure_items.append(
             f"<figure>{thumb if png else ''}"
             f"<figcaption>{html.escape(e['caption'])} ({links})</figcaption></figure>"

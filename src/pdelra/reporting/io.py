@@ -172,8 +172,11 @@ def show_figure(fig: Figure, out_dir: str | Path, name: str, caption: str) -> No
 
     Showing the PNG rather than the figure spares a fourth rendering of it (the inline backend would draw
     it again): the report spends most of its time drawing figures."""
+    import base64
+    import html
+
     import matplotlib.pyplot as plt
-    from IPython.display import Image, Markdown, display
+    from IPython.display import HTML, Markdown, display
     from PIL import Image as PILImage
 
     save_figure(fig, out_dir, name, caption)
@@ -181,7 +184,9 @@ def show_figure(fig: Figure, out_dir: str | Path, name: str, caption: str) -> No
     png = Path(out_dir) / "figures" / f"{name}.png"
     with PILImage.open(png) as image:
         width = round(image.width * 2 / 3)  # 150 dpi shown at the notebook's usual 100 dpi
-    display(Image(filename=png, width=width))
+    data = base64.b64encode(png.read_bytes()).decode("ascii")
+    # An <img> with the caption as alt text (a screen reader's figure; nbconvert warns on images without).
+    display(HTML(f'<img src="data:image/png;base64,{data}" width="{width}" alt="{html.escape(caption)}">'))
     display(Markdown(f"*Figure `{name}`: {caption}*"))
 
 
