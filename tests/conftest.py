@@ -40,6 +40,9 @@ _IGNORE_DVC = shutil.ignore_patterns("cache", "tmp", "config.local")
 # compiling costs ~30 s per configuration on 2 cores; tests/test_fused.py checks the compiled path against
 # the eager one. Subprocesses (`pdelra train` in workflow tests) inherit the setting.
 os.environ.setdefault("PDELRA_FUSED_COMPILE", "0")
+# Every figure a test saves (the report notebook's included: the kernel inherits this) is checked for
+# overlapping texts and legends over data (pdelra.reporting.io.save_figure refuses it).
+os.environ.setdefault("PDELRA_CHECK_FIGURES", "1")
 
 
 @pytest.fixture(autouse=True)

@@ -254,7 +254,7 @@ def _paper_tables(report_dir: Path) -> None:
     except LatexError as exc:
         log.warning("paper-tables.pdf not built: %s", exc)
         return
-    log.info("%s", f"paper tables: {pdf}" if pdf else "paper tables: .tex only (no pdflatex on PATH)")
+    log.info("paper tables: %s", "tables/paper-tables.pdf" if pdf else ".tex only (no pdflatex on PATH)")
 
 
 def build_report(

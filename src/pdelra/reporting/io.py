@@ -17,6 +17,7 @@ from __future__ import annotations
 import json
 import math
 import numbers
+import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -153,9 +154,25 @@ def _record(out_dir: Path, kind: str, name: str, caption: str, files: list[Path]
 # ----------------------------------------------------------------------------------------------------
 # Public: save a figure, save a table
 # ----------------------------------------------------------------------------------------------------
+CHECK_FIGURES_ENV = "PDELRA_CHECK_FIGURES"
+
+
+class FigureLayoutError(ValueError):
+    """A figure that cannot go on a slide: overlapping texts or a legend over data."""
+
+
 def save_figure(fig: Figure, out_dir: str | Path, name: str, caption: str) -> None:
-    """Write `fig` as `out_dir/figures/{name}.png` (150 dpi) and `.pdf`, and record its caption."""
+    """Write `fig` as `out_dir/figures/{name}.png` (150 dpi) and `.pdf`, and record its caption.
+
+    With PDELRA_CHECK_FIGURES=1 (the test suite sets it) a figure whose texts overlap or whose legend hides
+    data is refused, naming what collides (`pdelra.reporting.overlap`; one extra drawing per figure)."""
     _check_name(name)
+    if os.environ.get(CHECK_FIGURES_ENV) == "1":
+        from pdelra.reporting.overlap import figure_problems
+
+        problems = figure_problems(fig)
+        if problems:
+            raise FigureLayoutError(f"figure {name}: " + "; ".join(problems))
     out_dir = Path(out_dir)
     folder = out_dir / "figures"
     files = []

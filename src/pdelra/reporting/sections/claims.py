@@ -97,7 +97,7 @@ def _forest_plot(report: Report, acc: pd.DataFrame) -> None:
     ax.scatter(acc["paper_effect"], y, marker=style.PAPER_MARKER, color=style.PAPER_COLOUR, s=30, zorder=4)
     ax.axvline(0, color="grey", linewidth=0.8)
     ax.set_yticks(y, acc["claim_id"])
-    ax.set_xlabel("effect (test accuracy difference; τ for rankings)")
+    ax.set_xlabel("effect (difference in test accuracy)")
     key = [
         Patch(facecolor=colour, edgecolor="black", label=verdict)
         for verdict, colour in style.VERDICT_COLOURS.items()
@@ -106,8 +106,8 @@ def _forest_plot(report: Report, acc: pd.DataFrame) -> None:
         Line2D([], [], color="black", marker="|", linestyle="-", label="ours, 95 % CI"),
         Line2D([], [], color=style.PAPER_COLOUR, marker=style.PAPER_MARKER, linestyle="none", label="paper"),
     ]
-    # The key sits below the axes, outside the data.
-    ax.legend(handles=key, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize="small")
+    # The key sits right of the axes, outside the data and clear of the axis label whatever the height.
+    ax.legend(handles=key, loc="upper left", bbox_to_anchor=(1.02, 1.0), fontsize="small", title="verdict")
     ax.set_title("Claims: our effect and 95 % CI (dot colour = verdict) beside the paper's")
     show_figure(
         fig,
