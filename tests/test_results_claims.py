@@ -261,3 +261,32 @@ def test_simulation_interval_coverage_of_the_paired_t() -> None:
           f"{above / replications:.4f}")  # fmt: skip
     bound = _monte_carlo_bound(stats.ALPHA / 2, replications)
     assert below / replications <= bound and above / replications <= bound
+
+
+def test_equivalence_needs_the_whole_interval_inside_the_margin() -> None:
+    """TOST at 5 %: reproduced exactly when the 95 % paired interval lies inside ± margin (the ListOps small
+    study's Head Diffusion, +0.36 pp [−0.49, +1.21], is not inside ± 1 pp)."""
+    a = {0: 0.336, 1: 0.330, 2: 0.342, 3: 0.329, 4: 0.335}
+    b = {0: 0.331, 1: 0.331, 2: 0.328, 3: 0.330, 4: 0.334}
+    est = stats.paired(a, b)
+    within, outside = stats.equivalence(est, 0.01)
+    assert est.high > 0.01 and within >= stats.ALPHA and outside >= stats.ALPHA  # neither: inconclusive
+    narrow = stats.paired(a, {s: v - 0.0005 for s, v in a.items()} | {0: a[0] - 0.0004})
+    assert stats.equivalence(narrow, 0.01)[0] < stats.ALPHA  # a tight interval around +0.05 pp
+    far = stats.paired(
+        {s: v + 0.05 for s, v in b.items()}, {s: v + (0.001 if s % 2 else 0) for s, v in b.items()}
+    )
+    assert far.low > 0.01 and stats.equivalence(far, 0.01)[1] < stats.ALPHA  # entirely outside: contradicted
+
+
+def test_simulation_equivalence_at_the_margin() -> None:
+    """A true difference of exactly +1 pp (the margin) reads "no difference" at most 2.5 % + MC."""
+    rng = np.random.default_rng(13)
+    replications, within = 400, 0
+    for _ in range(replications):
+        seed_effect = rng.normal(0, SEED_SD, SEEDS)
+        a = {s: 0.51 + seed_effect[s] + rng.normal(0, NOISE_SD) for s in range(SEEDS)}
+        b = {s: 0.50 + seed_effect[s] + rng.normal(0, NOISE_SD) for s in range(SEEDS)}
+        within += stats.equivalence(stats.paired(a, b), C.EQUIVALENCE_MARGIN)[0] < stats.ALPHA
+    print(f"equivalence at the margin: {within / replications:.4f}")
+    assert within / replications <= _monte_carlo_bound(stats.ALPHA / 2, replications)

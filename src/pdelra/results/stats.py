@@ -62,9 +62,7 @@ def one_sample(values: Sequence[float], null: float = 0.0, confidence: float = C
     if n < 2:
         return Estimate(mean, math.nan, math.nan, n, "none (n < 2)")
     if float(x.std()) == 0.0:  # every seed the same: no spread to test against; a point interval
-        return Estimate(
-            mean, mean, mean, n, "t (no spread)", float(mean <= 0), float(mean >= 0)
-        )  # fmt: skip
+        return Estimate(mean, mean, mean, n, "t (no spread)", float(mean <= 0), float(mean >= 0), 0.0, n - 1)
     return _from_t(mean, stats.ttest_1samp(x, 0.0), n, "t", confidence)
 
 
@@ -98,7 +96,7 @@ def paired(a: Mapping[int, float], b: Mapping[int, float], confidence: float = C
     shared = sorted(set(a) & set(b))
     if len(shared) >= 2:
         d = one_sample([a[s] - b[s] for s in shared], confidence=confidence)
-        return Estimate(d.effect, d.low, d.high, d.n, "paired t", d.p_greater, d.p_less)
+        return Estimate(d.effect, d.low, d.high, d.n, "paired t", d.p_greater, d.p_less, d.se, d.df)
     return welch(list(a.values()), list(b.values()), confidence)
 
 
@@ -114,9 +112,8 @@ def welch(a: Sequence[float], b: Sequence[float], confidence: float = CONFIDENCE
     if len(xa) < 2 or len(xb) < 2:
         return Estimate(effect, math.nan, math.nan, n, "none (n < 2)")
     if float(xa.std()) == 0.0 and float(xb.std()) == 0.0:
-        return Estimate(
-            effect, effect, effect, n, "Welch t (no spread)", float(effect <= 0), float(effect >= 0)
-        )
+        p_greater, p_less = float(effect <= 0), float(effect >= 0)
+        return Estimate(effect, effect, effect, n, "Welch t (no spread)", p_greater, p_less, 0.0, n - 1)
     return _from_t(effect, stats.ttest_ind(xa, xb, equal_var=False), n, "Welch t", confidence)
 
 
@@ -131,9 +128,9 @@ def equivalence(est: Estimate, margin: float) -> tuple[float, float]:
     """
     from scipy import stats
 
-    if est.n < 2 or math.isnan(est.low):
+    if est.n < 2 or math.isnan(est.low) or math.isnan(est.se):
         return math.nan, math.nan
-    if not est.se > 0:  # no spread: the point interval is inside or outside
+    if est.se == 0:  # no spread: the point interval is inside or outside
         inside = abs(est.effect) <= margin
         return (0.0, 1.0) if inside else (1.0, 0.0)
     t_low, t_high = (est.effect + margin) / est.se, (est.effect - margin) / est.se
