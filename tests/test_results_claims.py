@@ -290,3 +290,32 @@ def test_simulation_equivalence_at_the_margin() -> None:
         within += stats.equivalence(stats.paired(a, b), C.EQUIVALENCE_MARGIN)[0] < stats.ALPHA
     print(f"equivalence at the margin: {within / replications:.4f}")
     assert within / replications <= _monte_carlo_bound(stats.ALPHA / 2, replications)
+
+
+def test_physqk_ad_claims_on_constructed_lm_runs() -> None:
+    """PhysQK-AD 0.1 nats below MHA on every seed, L1 α = 0.44, L2/L3 closed: the seed's claims hold."""
+    lm = pd.DataFrame(
+        [
+            {"task": "lm_text", "variant": v, "scale": "d16", "setting": "base", "seed": s,
+             "status": "completed", "test_loss_nats": 3.9 - (0.1 if v == "physqk_ad" else 0.0) + 0.01 * s + 0.001 * (v == "mha")}
+            for v in ("mha", "physqk", "physqk_ad")
+            for s in range(3)
+        ]
+    )  # fmt: skip
+    alpha = {0: 0.1, 1: 0.44, 2: 0.0005, 3: 0.0002}
+    dynamics = pd.DataFrame(
+        [
+            {"task": "lm_text", "variant": "physqk_ad", "scale": "d16", "setting": "base", "seed": s,
+             "step": 10, "epoch": 1, "layer": k, "alpha": a + 0.001 * s * (k < 2), "eta": 1.0, "eff_pe": 1.2 + 0.01 * s}
+            for s in range(3)
+            for k, a in alpha.items()
+        ]
+    )  # fmt: skip
+    rows = {r["claim_id"]: r for r in C.lm_claims(lm, dynamics)}
+    assert rows["lm_physqk_ad_vs_mha"]["verdict_unadjusted"] == "reproduced"
+    assert rows["lm_l1_most_convective"]["verdict_unadjusted"] == "reproduced"
+    assert rows["lm_l1_alpha"]["verdict_unadjusted"] == "reproduced"  # within ± 0.05 of 0.44
+    assert rows["lm_closed_layers"]["verdict_unadjusted"] == "reproduced"  # below 0.003
+    assert rows["lm_l1_pe_above_1"]["verdict_unadjusted"] == "reproduced"
+    assert all(r["family"] == "lm" for r in rows.values())
+    assert C.lm_claims(lm, None)[-1]["verdict_unadjusted"] == "not run"  # no dynamics: the layer claims

@@ -498,6 +498,21 @@ def _word(p_value: float, effect_sign: int, expected: int) -> str:
     return "reproduced" if effect_sign == expected else "contradicted"
 
 
+def _decide(est: stats.Estimate, expected: int, margin: float) -> tuple[float, str]:
+    """(p-value, unadjusted word) of an estimate: the t-test's two-sided p for a direction, TOST within
+    ± margin for a no-difference claim (expected 0; the smaller of "within" and "outside" decides)."""
+    if expected != 0:
+        p_value = est.p_two_sided
+        return p_value, _word(p_value, 1 if est.effect > 0 else -1, expected)
+    within, outside = stats.equivalence(est, margin)
+    if math.isnan(within):
+        return math.nan, "inconclusive"
+    p_value = min(within, outside)
+    if p_value >= ALPHA:
+        return p_value, "inconclusive"
+    return p_value, "reproduced" if within < outside else "contradicted"
+
+
 def size_word(paper_effect: float, low: float, high: float) -> str:
     """`as claimed` / `smaller than claimed` / `larger than claimed` (in magnitude) from our interval."""
     if any(_isnan(x) for x in (paper_effect, low, high)):
@@ -557,19 +572,8 @@ def judge_difference(claim: Difference, a: SeedValues, b: SeedValues) -> dict[st
         return row
     excluded = a.excluded + b.excluded
     est = stats.paired(a.values, b.values)
-    if claim.expected == 0:
-        within, outside = stats.equivalence(est, claim.margin)
-        p_value = min(within, outside) if not math.isnan(within) else math.nan
-        word = (
-            "inconclusive"
-            if math.isnan(p_value) or p_value >= ALPHA
-            else ("reproduced" if within < outside else "contradicted")
-        )
-        test = f"{est.method}, TOST within ±{claim.margin:g}"
-    else:
-        p_value = est.p_two_sided
-        word = _word(p_value, 1 if est.effect > 0 else -1, claim.expected)
-        test = est.method
+    p_value, word = _decide(est, claim.expected, claim.margin)
+    test = f"{est.method}, TOST within ±{claim.margin:g}" if claim.expected == 0 else est.method
     return _row(
         claim,
         effect=est.effect,
@@ -714,49 +718,24 @@ def _threshold_row(
     margin: float = 0.0,
 ) -> dict[str, Any]:
     """A per-seed quantity against a published threshold: one-sample t (TOST when expected is 0)."""
-    row: dict[str, Any] = {
-        "claim_id": claim_id,
-        "claim": claim,
-        "source": "PhysQK-AD abstract",
-        "family": "lm",
-        "kind": "threshold",
-        "unit": "per-layer value",
-        "paper_effect": paper_effect,
-        "effect": math.nan,
-        "ci_low": math.nan,
-        "ci_high": math.nan,
-        "n": 0,
-        "verdict_unadjusted": "not run",
-        "p_value": math.nan,
-        "method": "",
-        "n_excluded": 0,
-        "detail": missing,
-    }
+    meta = Difference(claim_id, claim, "PhysQK-AD abstract", "lm", Cell(""), Cell(""), paper_effect,
+                      metric=Metric(unit="per-layer value"), direction=expected, margin=margin)  # fmt: skip
     if missing:
-        return row
-    ref = dict.fromkeys(values, threshold)
-    est = stats.paired(dict(values), ref)
-    if expected == 0:
-        within, outside = stats.equivalence(est, margin)
-        p_value = min(within, outside) if not math.isnan(within) else math.nan
-        word = (
-            "inconclusive"
-            if math.isnan(p_value) or p_value >= ALPHA
-            else ("reproduced" if within < outside else "contradicted")
-        )
-    else:
-        p_value = est.p_two_sided
-        word = _word(p_value, 1 if est.effect > 0 else -1, expected)
-    return row | {
-        "effect": est.effect,
-        "ci_low": est.low,
-        "ci_high": est.high,
-        "n": est.n,
-        "verdict_unadjusted": word,
-        "p_value": p_value,
-        "method": "t" if expected else f"t, TOST within ±{margin:g}",
-        "detail": f"value − {threshold:g} per seed",
-    }
+        return _row(meta, kind="threshold", detail=missing)
+    est = stats.paired(dict(values), dict.fromkeys(values, threshold))
+    p_value, word = _decide(est, expected, margin)
+    return _row(
+        meta,
+        kind="threshold",
+        effect=est.effect,
+        ci_low=est.low,
+        ci_high=est.high,
+        n=est.n,
+        verdict_unadjusted=word,
+        p_value=p_value,
+        method="t" if expected else f"t, TOST within ±{margin:g}",
+        detail=f"value − {threshold:g} per seed",
+    )
 
 
 def final_layers(dynamics: pd.DataFrame) -> pd.DataFrame:
