@@ -297,7 +297,8 @@ def test_physqk_ad_claims_on_constructed_lm_runs() -> None:
     lm = pd.DataFrame(
         [
             {"task": "lm_text", "variant": v, "scale": "d16", "setting": "base", "seed": s,
-             "status": "completed", "test_loss_nats": 3.9 - (0.1 if v == "physqk_ad" else 0.0) + 0.01 * s + 0.001 * (v == "mha")}
+             "status": "completed",
+             "test_loss_nats": 3.9 - (0.1 if v == "physqk_ad" else 0.0) + 0.01 * s + 0.001 * (v == "mha")}
             for v in ("mha", "physqk", "physqk_ad")
             for s in range(3)
         ]
@@ -306,7 +307,8 @@ def test_physqk_ad_claims_on_constructed_lm_runs() -> None:
     dynamics = pd.DataFrame(
         [
             {"task": "lm_text", "variant": "physqk_ad", "scale": "d16", "setting": "base", "seed": s,
-             "step": 10, "epoch": 1, "layer": k, "alpha": a + 0.001 * s * (k < 2), "eta": 1.0, "eff_pe": 1.2 + 0.01 * s}
+             "step": 10, "epoch": 1, "layer": k, "alpha": a + 0.001 * s * (k < 2), "eta": 1.0,
+             "eff_pe": 1.2 + 0.01 * s}
             for s in range(3)
             for k, a in alpha.items()
         ]
