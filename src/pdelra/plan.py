@@ -79,36 +79,17 @@ class PlanError(UserError, ValueError):
 
 
 def load_config(path: Path) -> dict[str, Any]:
-    """The workflow config, checked as `pdelra config check` does (YAML syntax with its line, every schema
-    problem), with the schema's defaults filled in (as Snakemake's `validate(..., set_default=True)` does)."""
-    import jsonschema
+    """The workflow config, checked as `pdelra config check` does (YAML syntax with its line, every problem
+    the workflow refuses), with the schema's defaults filled in (as Snakemake's `validate(...,
+    set_default=True)` does)."""
     import yaml
 
-    from pdelra.config_check import file_problems, load_schema
+    from pdelra.config_check import file_problems, with_defaults
 
     problems = file_problems(path)
     if problems:
         raise PlanError(f"invalid config {path}:\n" + "\n".join(f"  - {problem}" for problem in problems))
-    config = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    for _ in _defaults_filling(jsonschema.Draft7Validator)(load_schema()).iter_errors(config):
-        pass  # valid (checked above): iterating fills in the defaults
-    return config
-
-
-def _defaults_filling(base: Any) -> Any:
-    """A jsonschema validator class that writes each property's `default` into the instance."""
-    import jsonschema
-
-    validate_properties = base.VALIDATORS["properties"]
-
-    def set_defaults(validator: Any, properties: Any, instance: Any, schema: Any) -> Any:
-        if isinstance(instance, dict):
-            for name, sub in properties.items():
-                if isinstance(sub, dict) and "default" in sub:
-                    instance.setdefault(name, json.loads(json.dumps(sub["default"])))
-        yield from validate_properties(validator, properties, instance, schema)
-
-    return jsonschema.validators.extend(base, {"properties": set_defaults})
+    return with_defaults(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
 
 
 # ---------------------------------------------------------------------------------------------------------
