@@ -196,3 +196,40 @@ def test_cli_scans_a_runs_folder_and_reports_errors_by_exit_status(tmp_path: Pat
     assert len(pd.read_csv(tmp_path / "tables" / "runs.csv")) == 2
     assert cli_main(["aggregate", "--runs", str(tmp_path / "empty"), "--out", str(tmp_path / "x")]) == 1
     assert not (tmp_path / "x").exists()
+
+
+def test_runs_csv_echoes_the_run_config_and_alpha_csv_the_alpha_per_scale(tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    config = {
+        "model": {
+            "d_model": 64,
+            "n_layers": 2,
+            "n_heads": 4,
+            "alpha_init": 0.2,
+            "stencil_scaling": "inverse_h2",
+        },
+        "train": {"batch_size": 32, "lr": 0.003, "max_epochs": 3, "warmup_steps": 50, "weight_decay": 1e-5},
+    }
+    alpha = {
+        "embed": {"mean": 0.1, "min": 0.03, "max": 0.2, "per_scale": [0.2, 0.06, 0.04], "scales": [1, 2, 4]},
+        "heads": {"mean": 0.05, "min": 0.05, "max": 0.05, "per_scale": [0.05], "scales": [1]},
+    }
+    files = [
+        write_metrics(runs, "listops", "after_embedding", "multi", 0, 0.4, alpha=alpha, run_config=config,
+                      steps_per_epoch=10, planned_steps=30),
+        write_metrics(runs, "listops", "none", "h1", 0, 0.4),  # written before the config echo: empty
+    ]  # fmt: skip
+    aggregate(files, tmp_path / "t")
+    written = pd.read_csv(tmp_path / "t" / "runs.csv").set_index("variant")
+    row = written.loc["after_embedding"]
+    assert (row["d_model"], row["n_layers"], row["n_heads"], row["batch_size"]) == (64, 2, 4, 32)
+    assert (row["alpha_init"], row["lr"], row["weight_decay"]) == pytest.approx((0.2, 0.003, 1e-5))
+    assert row["stencil_scaling"] == "inverse_h2" and pd.isna(row["multiscale_init"])
+    assert (row["steps_per_epoch"], row["planned_steps"], row["warmup_steps"]) == (10, 30, 50)
+    assert written.loc["none", ["d_model", "alpha_init", "planned_steps"]].isna().all()
+    per_layer = pd.read_csv(tmp_path / "t" / "alpha.csv").set_index("layer")
+    assert per_layer.loc["embed", ["per_scale_h1", "per_scale_h2", "per_scale_h4"]].tolist() == pytest.approx(
+        [0.2, 0.06, 0.04]
+    )
+    assert per_layer.loc["heads", "per_scale_h1"] == pytest.approx(0.05)
+    assert per_layer.loc["heads", ["per_scale_h2", "per_scale_h4"]].isna().all()

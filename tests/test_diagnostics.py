@@ -290,3 +290,31 @@ def test_commutator_of_a_zero_output_map() -> None:
     x = torch.randn(1, 5, 2, dtype=torch.float64)
     step = EulerStep(torch.tensor([0.2], dtype=torch.float64), (1,))
     assert commutator(step, lambda u, n: torch.zeros_like(u), x).item() == 0
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Downstream amplification
+
+
+def test_jacobian_spectral_norm_is_the_largest_singular_value_of_each_examples_jacobian() -> None:
+    from pdelra.diagnostics import jacobian_spectral_norm
+
+    gen = torch.Generator().manual_seed(0)
+    batch, classes = 3, 4
+    a = torch.randn(batch, classes, 5, 2, dtype=torch.float64, generator=gen)  # J on the first input
+    b = torch.randn(batch, classes, 3, dtype=torch.float64, generator=gen)  # J on the second (a 2nd tower)
+
+    def rest(u: list[torch.Tensor]) -> torch.Tensor:  # linear plus a nonlinearity whose slope is 1 at 0
+        linear = torch.einsum("bcij,bij->bc", a, u[0]) + torch.einsum("bci,bi->bc", b, u[1])
+        return torch.sinh(linear)
+
+    at = [torch.zeros(batch, 5, 2, dtype=torch.float64), torch.zeros(batch, 3, dtype=torch.float64)]
+    sigma = jacobian_spectral_norm(rest, at)
+    full = torch.cat([a.flatten(2), b], 2)  # (B, C, N): sinh'(0) = 1, so J_b is the linear map itself
+    expected = torch.linalg.matrix_norm(full, ord=2)
+    torch.testing.assert_close(sigma, expected)
+    # Away from 0 the slope changes per output: J_b = diag(cosh(linear)) · A_b.
+    at = [torch.randn(batch, 5, 2, dtype=torch.float64, generator=gen), at[1]]
+    linear = torch.einsum("bcij,bij->bc", a, at[0])
+    expected = torch.linalg.matrix_norm(torch.cosh(linear)[:, :, None] * full, ord=2)
+    torch.testing.assert_close(jacobian_spectral_norm(rest, at), expected)

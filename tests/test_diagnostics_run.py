@@ -19,9 +19,11 @@ from pdelra import diagnostics as dg
 from pdelra.cli import main
 from pdelra.data.store import load_split, read_manifest
 from pdelra.diagnose import (
+    AMPLIFICATION_EXAMPLES,
     COLUMNS,
     DIAGNOSTICS_NAME,
     DIAGNOSTICS_SOURCES,
+    LOGIT_QUANTITIES,
     STAMP_NAME,
     attention_sublayer,
     collect,
@@ -102,6 +104,13 @@ def test_rows_per_variant_and_the_bound_holds(runs, variant: str) -> None:
     probe = frame[frame["kind"] == "probe"]
     assert (probe["alpha_mean"] == 0.1).all() and (probe["commutator"] > 0).all()
     assert np.isfinite(probe["commutator"]).all()
+    # The insertion effect on the logits, on the first AMPLIFICATION_EXAMPLES examples, probe and trained.
+    assert (measured["n_logit_examples"] == AMPLIFICATION_EXAMPLES).all()
+    assert (measured["amplification"] > 0).all() and (measured["logit_change"] >= 0).all()
+    assert (measured["logit_change"] > 0).any()  # 0 where D meets a constant sequence (uniform attention)
+    assert (measured["amplified_perturbation"] <= measured["composed_bound"] * (1 + 1e-6)).all()
+    assert measured["composed_held"].between(0, 1).all()
+    assert frame.loc[frame["kind"] == "residual", list(LOGIT_QUANTITIES)].isna().all().all()
     trained = frame[frame["kind"] == "trained"]
     if variant == "across_heads":  # diffuses along heads: no sequence commutator
         assert trained[["commutator", "commutator_branch"]].isna().all().all()
@@ -149,6 +158,52 @@ def test_values_match_a_computation_by_hand(runs) -> None:
         assert block0.loc[kind, column] == pytest.approx(value.item(), rel=1e-5), (kind, column)
     assert block0.loc["trained", "operator"] == "encoder.embedding"
     assert block0.loc["trained", "alpha_mean"] == pytest.approx(trained_step.alphas.mean().item())
+
+
+def _logits_from_embedding(model: torch.nn.Module, u: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+    """The classifier's logits when the embedding layer's Euler step outputs u: its LayerNorm, the blocks,
+    the final LayerNorm, masked mean pooling and the head, written out from the model's pieces."""
+    encoder = model.encoder
+    pad = Padding.from_lengths(lengths, u.shape[1])
+    x = dg.zero_padding(encoder.embedding.norm(u), lengths)
+    for block in encoder.blocks:
+        x, _ = block(x, pad)
+    mask = dg.valid_mask(x, lengths)
+    return model.head((encoder.ln_f(x) * mask).sum(1) / lengths[:, None].to(x.dtype))
+
+
+def test_insertion_effect_and_amplification_match_a_computation_by_hand(runs) -> None:
+    run_dir, data = runs["after_embedding"]
+    frame = diagnose_run(run_dir, data, examples=6, batch_size=6, amplification_examples=3)
+    model, _, val = load_run(run_dir, data)
+    batch = make_batch(val, np.arange(3), lambda t: t)
+    tokens, lengths = batch.tokens, batch.lengths
+    encoder = model.encoder
+    step = dg.EulerStep.from_layer(encoder.embedding)
+    embedded = (encoder.tok_emb(tokens) + encoder.pos_emb.weight[: tokens.shape[1]]).detach()
+    diffused = step(embedded, lengths).detach()
+    with torch.no_grad():
+        with_d = _logits_from_embedding(model, diffused, lengths)
+        torch.testing.assert_close(with_d, model(*batch.inputs))  # the hand-written forward is the model's
+        change = (with_d - _logits_from_embedding(model, embedded, lengths)).norm(dim=1)
+    sigmas = []
+    for b in range(3):  # the Jacobian of example b's logits in its own Euler output, its largest σ
+        n = int(lengths[b])
+        jac = torch.autograd.functional.jacobian(
+            lambda u, b=b, n=n: _logits_from_embedding(model, u[None], lengths[b : b + 1])[0],
+            diffused[b, :n],
+        )
+        sigmas.append(torch.linalg.matrix_norm(jac.flatten(1).double(), ord=2))
+    sigma = torch.stack(sigmas)
+    p = dg.perturbation(step, embedded, lengths)
+    row = frame[frame["kind"] == "trained"].iloc[0]
+    assert row["n_logit_examples"] == 3 and row["n_examples"] == 6
+    assert row["logit_change"] == pytest.approx(change.mean().item(), rel=1e-4)
+    assert row["amplification"] == pytest.approx(sigma.mean().item(), rel=1e-4)
+    assert row["composed_bound"] == pytest.approx((sigma * p.bound.double()).mean().item(), rel=1e-4)
+    assert row["amplified_perturbation"] == pytest.approx((sigma * p.norm.double()).mean().item(), rel=1e-4)
+    held = (change.double() <= sigma * p.bound.double()).double().mean().item()
+    assert row["composed_held"] == pytest.approx(held)
 
 
 def test_results_do_not_depend_on_how_examples_are_batched_and_padded(runs) -> None:
@@ -203,6 +258,8 @@ def test_command_line_run_and_table(runs, tmp_path: Path, caplog: pytest.LogCapt
     (bare / WEIGHTS_NAME).unlink()
     assert main(["diagnose", "run", str(bare), "--data", str(data), "--out", str(tmp_path / "x.csv")]) == 1
     assert f"{bare / WEIGHTS_NAME}: no weights file" in caplog.text
+    assert main([*argv, "--amplification-examples", "-1"]) == 1
+    assert "--amplification-examples must be ≥ 0" in caplog.text
     bad = tmp_path / "bad.csv"
     bad.write_text("task,variant\nlistops,none\n")
     with pytest.raises(Exception, match="missing column"):

@@ -15,9 +15,9 @@ from test_aggregate import write_metrics
 
 from pdelra import paper
 from pdelra.aggregate import aggregate
-from pdelra.claims import CLAIM_COLUMNS, VERDICTS
 from pdelra.report import ReportError, build_report
 from pdelra.reporting.io import read_artifacts
+from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS
 
 NOTEBOOK = REPO / "workflow" / "notebooks" / "report.ipynb"
 PDELRA = ["pdelra"]  # the installed entry point, found on the venv's PATH (tool_env)
@@ -154,8 +154,9 @@ def test_every_table_and_figure_in_every_format_with_a_caption(built: Path) -> N
 def test_report_reads_like_a_results_section(built: Path) -> None:
     page = (built / "report.html").read_text()
     headings = ("Verdicts", "Provenance", "Table 11", "Multi-scale", "Table 15", "spectral view", "Table 14")
-    for heading in (*headings, "Tables 8 and 9", "Related systems", "Diagnostics", "Deviations"):
+    for heading in (*headings, "Tables 8 and 9", "Related systems", "diagnostics", "Deviations"):
         assert heading in page, heading
+    assert page.count('<h2 id="Related-systems">') == 1, "one heading per section"
     for deviation in ("stencil_scaling", "multiscale_init", "Pre-LN", "Best-validation checkpoint",
                       "curv_contour_length_14", "weight decay", "TF32"):  # fmt: skip
         assert deviation in page, deviation
@@ -194,7 +195,7 @@ def test_partial_report_on_a_half_finished_grid_leaves_the_workflow_outputs_alon
     out = exp / "report-partial"
     claims = pd.read_csv(out / "tables" / "claims.csv").set_index("claim_id")
     assert claims.loc["multiscale_gain_after_mlp", "verdict"] == "not run"
-    assert "no run on listops" in claims.loc["multiscale_gain_after_mlp", "detail"]
+    assert "no run: After MLP (multi) on ListOps" in claims.loc["multiscale_gain_after_mlp", "detail"]
     assert claims.loc["after_embedding_gain", "verdict"] in ("reproduced", "inconclusive")
     assert claims.loc["after_embedding_gain", "n"] == 2
     assert "Partial report" in (out / "index.html").read_text()
@@ -259,3 +260,135 @@ def test_missing_tables_are_named(small_tables: Path, tmp_path: Path) -> None:
     with pytest.raises(ReportError, match=r"lacks cost.csv: `pdelra aggregate --out"):
         build_report(tables, tmp_path / "report", NOTEBOOK)
     assert not (tmp_path / "report").exists()
+
+
+# ----------------------------------------------------------------------------------------------------
+# The sections, without papermill: display only, reading nothing but the tables folder's CSVs
+# ----------------------------------------------------------------------------------------------------
+SECTIONS = ("claims", "methods", "provenance", "table6", "table10", "table11", "ranking", "multiscale",
+            "robustness", "spectral", "alpha", "cost", "config")  # fmt: skip
+
+
+def render_sections(tables: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list[Path]]:
+    """Every section of this package on `tables`; returns what it displayed and every file it opened to
+    read under the tables' parent folder."""
+    import builtins
+    import importlib
+    import io
+
+    import IPython.display
+
+    from pdelra.reporting.sections import Report
+
+    shown: list = []
+    reads: list[Path] = []
+    real_open = builtins.open
+
+    def tracking_open(file, mode="r", *args, **kwargs):
+        if isinstance(file, str | Path) and "r" in mode and "+" not in mode:
+            path = Path(file).resolve()
+            if tables.parent.resolve() in path.parents:
+                reads.append(path)
+        return real_open(file, mode, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "open", tracking_open)
+    monkeypatch.setattr(io, "open", tracking_open)
+    monkeypatch.setattr(IPython.display, "display", lambda *objs, **_: shown.extend(objs))
+    report = Report.open(tables, out, "unit")
+    for name in SECTIONS:
+        importlib.import_module(f"pdelra.reporting.sections.{name}").render(report)
+    return shown, reads
+
+
+@pytest.fixture(scope="module")
+def sections_out(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list, list[Path]]:
+    """A small grid (two tasks, three positions, the multi-scale sweep of one) aggregated, and every
+    section rendered on its tables; the runs' metrics.json stay beside them, so reading one is caught."""
+    root = tmp_path_factory.mktemp("sections")
+    train = {"batch_size": 32, "warmup_steps": 50, "max_epochs": 3, "lr": 0.003, "weight_decay": 1e-5}
+    common = {
+        "run_config": {"model": {"alpha_init": 0.1}, "train": train},
+        "planned_steps": 30,
+        "steps_per_epoch": 10,
+    }
+    files = []
+    for seed in range(3):
+        for task in ("listops", "text"):
+            for variant, gain in (("none", 0.0), ("after_embedding", 0.05), ("after_mlp", 0.01 * seed)):
+                alpha = None if variant == "none" else _alpha("h1", 0.1 + 0.01 * seed)
+                acc = paper.TABLE10["none"][task] + gain
+                step = 0.1 + (0.01 if variant != "none" else 0.0) * seed
+                files.append(write_metrics(root / "runs", task, variant, "h1", seed, acc, alpha=alpha,
+                                           step_time=step, **common))  # fmt: skip
+        for scale in ("h2", "h4", "multi"):
+            acc = paper.TABLE12["after_embedding"][scale]
+            files.append(write_metrics(root / "runs", "listops", "after_embedding", scale, seed, acc,
+                                       alpha=_alpha(scale, 0.09), **common))  # fmt: skip
+    aggregate(files, root / "tables")
+    with pytest.MonkeyPatch.context() as mp:
+        shown, reads = render_sections(root / "tables", root / "report", mp)
+    return root, shown, reads
+
+
+def _text(shown: list) -> str:
+    return "\n".join(
+        getattr(obj, "data", None) or "" for obj in shown if isinstance(getattr(obj, "data", None), str)
+    )
+
+
+def test_sections_read_nothing_but_the_tables_csvs(sections_out: tuple[Path, list, list[Path]]) -> None:
+    root, _, reads = sections_out
+    tables, report = (root / "tables").resolve(), (root / "report").resolve()
+    outside = [
+        p for p in reads if not (p.parent == tables and p.suffix == ".csv") and report not in p.parents
+    ]
+    assert not outside, outside
+    assert any(p.name == "table11.csv" for p in reads)  # the tracking sees the loader's reads
+
+
+def test_every_section_saves_its_tables_and_figures(sections_out: tuple[Path, list, list[Path]]) -> None:
+    root, _, _ = sections_out
+    report = root / "report"
+    # Figure 3 draws the LRA average, which needs all five tasks: this grid has two.
+    assert not (report / "figures" / "figure3_average.png").exists()
+    for name in set(FIGURES) - {"figure3_average"}:
+        assert (report / "figures" / f"{name}.png").stat().st_size > 1000, name
+    for name in TABLES:
+        assert (report / "tables" / f"{name}.csv").is_file(), name
+    assert (report / "tables" / "claims.csv").read_text() == (root / "tables" / "claims.csv").read_text()
+
+
+def test_the_claims_section_shows_verdict_size_and_the_rule(
+    sections_out: tuple[Path, list, list[Path]],
+) -> None:
+    root, shown, _ = sections_out
+    text = _text(shown)
+    assert VERDICT_RULE in text
+    claims = pd.read_csv(root / "tables" / "claims.csv").set_index("claim_id")
+    # After Embedding's multi-scale gain on ListOps: 0.408 − its best single scale, every seed alike.
+    claim = claims.loc["multiscale_gain_after_embedding"]
+    assert claim["verdict"] in VERDICTS[:3] and isinstance(claim["size"], str)
+    row = next(line for line in text.split("<tr>") if "multiscale_gain_after_embedding" in line)
+    assert claim["verdict"] in row and claim["size"] in row
+    assert f"{claim['effect']:+.4f} [" in row  # effect [CI] as formatted by pdelra.reporting.style
+    assert "not run" in next(line for line in text.split("<tr>") if "after_embedding_gain<" in line)
+
+
+def test_the_average_over_an_incomplete_task_set_is_blank(
+    sections_out: tuple[Path, list, list[Path]],
+) -> None:
+    root, _, _ = sections_out
+    t6 = pd.read_csv(root / "report" / "tables" / "table6.csv").set_index("position")
+    # Only two of the paper's five tasks ran: no LRA average beside the paper's five-task one.
+    assert t6.loc["After Embedding", "ours"] == "—" and pd.isna(t6.loc["After Embedding", "Δ"])
+    t11 = pd.read_csv(root / "report" / "tables" / "table11.csv").set_index("position")
+    assert t11.loc["After Embedding", "ListOps"].startswith("+0.0500 [+0.0500, +0.0500] (+0.0222)")
+
+
+def test_a_section_can_only_read_a_declared_table(tmp_path: Path) -> None:
+    from pdelra.reporting.sections import Report, UndeclaredTableError
+
+    report = Report.open(tmp_path / "tables", tmp_path / "out", "unit")
+    assert report.table("runs").empty  # declared, not there yet: empty
+    with pytest.raises(UndeclaredTableError, match="metrics"):
+        report.table("metrics")

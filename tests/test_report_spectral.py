@@ -10,7 +10,7 @@ import torch
 
 from pdelra import ops
 from pdelra.model import LRAClassifier, ModelConfig
-from pdelra.reporting import spectral
+from pdelra.results import spectral
 
 
 def test_transfer_function_matches_the_eigenvalues_of_the_laplacian() -> None:

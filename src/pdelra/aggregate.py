@@ -7,9 +7,13 @@ Outputs (in `--out`), all CSV:
 - `multiscale.csv`: each (task, variant) trained at several scales, per scale, with the gain over the
   baseline and of the multi-scale combination over the best single scale (paper Table 12).
 - `cost.csv`: step time and peak memory per configuration and their overhead over `none` (paper Table 14).
-- `alpha.csv`: the learned diffusion coefficients, one row per run and diffusion layer.
+- `alpha.csv`: the learned diffusion coefficients, one row per run and diffusion layer: mean, min, max over
+  channels and scales, and per step size h the mean over channels (`per_scale_h1`, `per_scale_h2`,
+  `per_scale_h4`; empty for a step size the layer does not have).
 - `settings.csv`: test accuracy mean ± std per task × variant × scale × setting, every setting (grid
   ablations such as CTA's pseudo-time steps); `main.csv` and the paper comparisons use the `base` setting.
+- what `pdelra.results.build.derived_tables` computes from those: the comparisons with the paper
+  (`pdelra.results.tables.COMPARISON_TABLES`), the related systems' and diagnostics' summaries, claims.csv.
 
 A run's identity (task, variant, scale, setting, seed; `pdelra.runs`) is read from metrics.json and checked
 against its path `.../runs/{task}/{variant}/{scale}/{setting}/seed{n}/metrics.json`: a misplaced file is
@@ -28,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from pdelra.atomic import write_text_atomic
 from pdelra.errors import UserError
 from pdelra.results.build import DERIVED_TABLES, OPTIONAL_INPUTS, derived_tables, read_table
-from pdelra.results.tables import run_tables
+from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
 from pdelra.runs import BASE_SETTING, RUN_KEYS, RunPathError, find_run_files, parse_run_dir
 
 if TYPE_CHECKING:
@@ -41,6 +45,22 @@ MAIN_SCALE = "h1"
 MULTI_SCALE = "multi"
 COMPLETED = "completed"
 
+# The run config echoed in runs.csv (the report's Tables 8/9, warm-up and spectral view read them there, not
+# from metrics.json): column → (run_config section, key); empty where the config does not say (a default).
+RUN_CONFIG_FIELDS = {
+    "d_model": ("model", "d_model"),
+    "n_layers": ("model", "n_layers"),
+    "n_heads": ("model", "n_heads"),
+    "alpha_init": ("model", "alpha_init"),
+    "stencil_scaling": ("model", "stencil_scaling"),
+    "multiscale_init": ("model", "multiscale_init"),
+    "batch_size": ("train", "batch_size"),
+    "lr": ("train", "lr"),
+    "max_epochs": ("train", "max_epochs"),
+    "warmup_steps": ("train", "warmup_steps"),
+    "weight_decay": ("train", "weight_decay"),
+}
+CONFIG_COLUMNS = (*RUN_CONFIG_FIELDS, "steps_per_epoch", "planned_steps")
 # Columns of runs.csv, in order. Missing values (a diverged run has no test accuracy) are left empty.
 RUN_COLUMNS = (
     *RUN_KEYS,
@@ -63,6 +83,7 @@ RUN_COLUMNS = (
     "data_hash",
     "code_version",
     "metrics_path",
+    *CONFIG_COLUMNS,
 )
 
 
@@ -163,8 +184,21 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         data_hash=metrics.get("data_manifest_hash"),
         code_version=_code_version(metrics.get("code_version")),
         metrics_path=str(path),
+        steps_per_epoch=metrics.get("steps_per_epoch"),
+        planned_steps=metrics.get("planned_steps"),
+        **_config_fields(metrics.get("run_config")),
     )
     return row, _alpha_rows(metrics, row)
+
+
+def _config_fields(run_config: Any) -> dict[str, Any]:
+    """runs.csv's config columns from metrics.json's `run_config` echo (None where it is silent)."""
+    config = run_config if isinstance(run_config, dict) else {}
+    out = {}
+    for column, (section, key) in RUN_CONFIG_FIELDS.items():
+        block = config.get(section)
+        out[column] = block.get(key) if isinstance(block, dict) else None
+    return out
 
 
 def read_alpha(path: Path) -> list[dict[str, Any]]:
@@ -177,10 +211,30 @@ def _alpha_rows(metrics: dict[str, Any], run: dict[str, Any]) -> list[dict[str, 
     if not isinstance(alpha, dict):
         return []
     return [
-        {**{k: run[k] for k in RUN_KEYS}, "layer": layer, **{s: stats.get(s) for s in ("mean", "min", "max")}}
+        {
+            **{k: run[k] for k in RUN_KEYS},
+            "layer": layer,
+            **{s: stats.get(s) for s in ("mean", "min", "max")},
+            **_per_scale(stats, run["scale"]),
+        }
         for layer, stats in alpha.items()
         if isinstance(stats, dict)
     ]
+
+
+def _per_scale(stats: dict[str, Any], scale: str) -> dict[str, Any]:
+    """`per_scale_h{h}`: the layer's α at step size h (mean over channels), from its `per_scale` and
+    `scales`; a one-scale layer without them (older metrics) has its mean at the run's scale."""
+    from pdelra.results.spectral import SCALES
+
+    scales = stats.get("scales") or list(SCALES.get(scale, ()))
+    values = stats.get("per_scale")
+    if values is None and len(scales) == 1:
+        values = [stats.get("mean")]
+    known = (
+        dict(zip(scales, values, strict=True)) if values is not None and len(values) == len(scales) else {}
+    )
+    return {f"per_scale_h{h}": known.get(h) for h in ALPHA_STEP_SIZES}
 
 
 def find_metrics(runs_dir: Path) -> list[Path]:
@@ -269,7 +323,9 @@ def register(subparsers: Any) -> None:
             "runs.csv (one row per run, diverged and failed runs included), main.csv (mean ± std test "
             "accuracy per task × variant at h1 plus the cross-task average, paper Tables 6/10), "
             "multiscale.csv (Table 12), cost.csv (time and memory overhead over the baseline, Table 14), "
-            "alpha.csv (learned diffusion coefficients) and settings.csv (every grid setting)."
+            "alpha.csv (learned diffusion coefficients), settings.csv (every grid setting), the "
+            "comparisons with the paper's tables the report shows (table6.csv, table11.csv, ...; "
+            "docs/interfaces.md) and claims.csv."
         ),
     )
     parser.add_argument("metrics", nargs="*", type=Path, help="metrics.json files of the runs to include")

@@ -34,6 +34,15 @@ every variant and D is what varies. Block of an operator: `encoder.embedding` �
 `blocks.i.*` → i. Every quantity is the mean over the examples of the per-sequence value
 (pdelra.diagnostics); `bound_ratio` is the mean of perturbation / bound (≤ 1 by the theory).
 
+The insertion effect on the logits (LOGIT_QUANTITIES, probe and trained rows, on the first
+`--amplification-examples` examples; see `measure_logit_effects`): `logit_change` = ‖logits with D − logits
+without D‖ (a trained layer's Euler step set to the identity, its LayerNorm kept; the probe inserted at the
+block's input), `amplification` = σ_max of the Jacobian of the logits in the point's input at the model as
+trained (exact per example, one backward pass per class: pdelra.diagnostics.jacobian_spectral_norm), and the
+composed bound amplification × roughness bound that the revised paper's "compositional perturbation bounds"
+state, with its ratio and the share of examples where it held. Both are measured through the model's own
+modules, by hooks on the named insertion points: nothing of the forward pass is written out again.
+
 `commutator` = ‖D(M(x)) − M(D(x))‖ / ‖M(x)‖ as the issue defines it. Its numerator only involves the
 attention branch A = M − I (the identity commutes with D), but its denominator holds the residual stream:
 where the stream is large next to the branch (e.g. right after a LayerNorm) it is small for that reason
@@ -49,6 +58,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -67,6 +77,7 @@ DIAGNOSTICS_NAME = "diagnostics.csv"
 STAMP_NAME = "diagnostics.json"
 PROBE_ALPHA = 0.1
 PROBE_SCALES = (1,)
+AMPLIFICATION_EXAMPLES = 1  # see LOGIT_QUANTITIES: a backward pass per class and insertion point, per example
 QUANTITIES = (
     "roughness_in",
     "roughness_out",
@@ -79,6 +90,15 @@ QUANTITIES = (
     "commutator",
     "commutator_branch",
 )
+# Measured on the first `amplification_examples` examples only: each costs a backward pass per class.
+LOGIT_QUANTITIES = (
+    "amplification",
+    "logit_change",
+    "amplified_perturbation",
+    "composed_bound",
+    "composed_ratio",
+    "composed_held",
+)
 COLUMNS = (
     *RUN_KEYS,
     "block",
@@ -87,7 +107,9 @@ COLUMNS = (
     "position",
     "alpha_mean",
     "n_examples",
+    "n_logit_examples",
     *QUANTITIES,
+    *LOGIT_QUANTITIES,
 )
 # Insertion points whose operator acts on channels of the residual stream's basis (per-channel α carry over).
 RESIDUAL_CHANNEL_POINTS = (
@@ -186,13 +208,16 @@ class _Recorder:
                 "alpha_mean": self.alpha.get(key, math.nan),
             }
             n = 0
-            for name in QUANTITIES:
+            for name in (*QUANTITIES, *LOGIT_QUANTITIES):
                 if name in quantities:
                     values = torch.cat(quantities[name])
-                    row[name], n = values.mean().item(), max(n, values.numel())
+                    row[name] = values.mean().item()
+                    if name not in LOGIT_QUANTITIES:
+                        n = max(n, values.numel())
                 else:
                     row[name] = math.nan
             row["n_examples"] = n
+            row["n_logit_examples"] = sum(v.numel() for v in quantities.get("logit_change", []))
             rows.append(row)
         return sorted(
             rows, key=lambda r: (r["block"], ["residual", "probe", "trained"].index(r["kind"]), r["operator"])
@@ -328,6 +353,154 @@ def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recor
 
 
 # ----------------------------------------------------------------------------------------------------------
+# Insertion effect on the logits: removing an operator, and the downstream amplification
+
+
+@dataclass
+class _Point:
+    """An insertion point as the rest of the network sees it: `module`'s first input is what flows on, so
+    substituting it (a forward pre-hook, once per call: both towers of a pair model) runs the network from
+    that point. `diffuse` is the operator D there; `zero_step`, a trained layer's step-size module, whose
+    output is set to 0 so that the layer itself computes its input unchanged (D = I, its LayerNorm kept);
+    `operating` says at which input the model as trained runs: "diffused" (a trained layer: D is part of
+    the model) or "plain" (the probe: it is not)."""
+
+    key: tuple[int, str, str, str]
+    module: torch.nn.Module
+    diffuse: Any
+    zero_step: torch.nn.Module | None
+    operating: str
+
+
+def _insertion_points(model: torch.nn.Module) -> list[_Point]:
+    import torch
+
+    from pdelra import diagnostics as dg
+    from pdelra.ops import DiffusionLayer
+
+    probe = dg.EulerStep(torch.tensor([PROBE_ALPHA]), PROBE_SCALES)
+    points = [
+        _Point((b, "probe", "probe", "probe"), block, probe, None, "plain")
+        for b, block in enumerate(model.encoder.blocks)
+    ]
+    for name, layer in model.named_modules():
+        if isinstance(layer, DiffusionLayer):
+            block, point = operator_place(name)
+            step = dg.EulerStep.from_layer(layer)
+            points.append(_Point((block, name, "trained", point), layer, step, layer.step_sizes, "diffused"))
+    return points
+
+
+def _call_lengths(module: torch.nn.Module, args: tuple[Any, ...]) -> Tensor | None:
+    """The sequence lengths a hooked module was called with: a block's padding, a layer's `lengths`."""
+    if len(args) < 2:
+        return None  # attn_heads' layer: along heads, never padded
+    return getattr(args[1], "lengths", args[1])
+
+
+def _capture(model: torch.nn.Module, inputs: tuple[Tensor, ...], points: list[_Point]) -> tuple[Tensor, Any]:
+    """The model's logits and, per point, [(first input, lengths)] of each call, from one forward pass."""
+    import torch
+
+    seen: dict[int, list[tuple[Tensor, Tensor | None]]] = defaultdict(list)
+    hooks = [
+        p.module.register_forward_pre_hook(
+            lambda m, args, i=i: seen[i].append((args[0], _call_lengths(m, args)))
+        )
+        for i, p in enumerate(points)
+    ]
+    try:
+        with torch.no_grad():
+            logits = model(*inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return logits, seen
+
+
+def _run_from(
+    model: torch.nn.Module, inputs: tuple[Tensor, ...], point: _Point, replacements: list[Tensor]
+) -> Tensor:
+    """The logits when the point's input is `replacements[k]` at its k-th call (and D = I in a trained
+    layer): the rest of the network from that point, through the model's own modules."""
+    import torch
+
+    calls = iter(replacements)
+    hooks = [point.module.register_forward_pre_hook(lambda m, args: (next(calls), *args[1:]))]
+    if point.zero_step is not None:
+        hooks.append(point.zero_step.register_forward_hook(lambda m, args, out: torch.zeros_like(out)))
+    try:
+        return model(*inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+
+
+def _sequence_norms(step: Any, x: Tensor, lengths: Tensor | None, tokens: Tensor) -> tuple[Tensor, Tensor]:
+    """(‖D(x) − x‖, its roughness bound) per sequence over valid tokens, (B,). x (B, L, C) is diffused
+    along L; x (B, L, H, dh) — attn_heads — along H per token, then summed over the valid `tokens` (B,)."""
+    import torch
+
+    from pdelra import diagnostics as dg
+
+    if x.dim() == 3:
+        p = dg.perturbation(step, x, lengths)
+        return p.norm, p.bound
+    size = x.shape[1]
+    p = dg.perturbation(step, x.flatten(0, 1), None)  # per token (B·L,)
+    valid = (torch.arange(size, device=x.device)[None, :] < tokens[:, None]).to(p.norm.dtype)
+    norm = (p.norm.view(-1, size).square() * valid).sum(1).sqrt()
+    bound = (p.bound.view(-1, size).square() * valid).sum(1).sqrt()
+    return norm, bound
+
+
+def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], recorder: _Recorder) -> None:
+    """Per insertion point (the probe entering each block, every trained diffusion layer) and example:
+
+    - `logit_change` ‖logits with D − logits without D‖: a trained layer with its Euler step replaced by the
+      identity (its LayerNorm kept), the probe inserted at the block's input;
+    - `amplification` σ_max of the Jacobian of the logits in the point's input, at the model as trained
+      (`pdelra.diagnostics.jacobian_spectral_norm`): how much the rest of the network can amplify a small
+      change there;
+    - `amplified_perturbation` = amplification × ‖D(x) − x‖ and `composed_bound` = amplification × the
+      roughness bound (the revised paper's "insertion effect ≤ roughness × amplification"), with
+      `composed_ratio` = logit_change / composed_bound and `composed_held` = 1 where logit_change ≤
+      composed_bound. A pair model's quantities cover both documents (the point feeds both towers)."""
+    import torch
+
+    from pdelra import diagnostics as dg
+
+    points = _insertion_points(model)
+    logits, seen = _capture(model, inputs, points)
+    tokens = [inputs[1]] + ([inputs[3]] if len(inputs) > 3 else [])  # valid lengths per tower
+    for i, point in enumerate(points):
+        calls = seen.get(i, [])
+        if not calls:
+            continue
+        plain = [x.detach() for x, _ in calls]
+        with torch.no_grad():
+            diffused = [point.diffuse(x, n) for x, n in calls]
+            norms = [_sequence_norms(point.diffuse, x, n, t) for (x, n), t in zip(calls, tokens, strict=True)]
+            other = _run_from(model, inputs, point, plain if point.operating == "diffused" else diffused)
+        with_d, without_d = (logits, other) if point.operating == "diffused" else (other, logits)
+        at = diffused if point.operating == "diffused" else plain
+        sigma = dg.jacobian_spectral_norm(lambda leaves, p=point: _run_from(model, inputs, p, leaves), at)
+        change = (with_d - without_d).double().norm(dim=1)
+        moved = torch.stack([n for n, _ in norms]).double().square().sum(0).sqrt()
+        bound = torch.stack([b for _, b in norms]).double().square().sum(0).sqrt()
+        composed = sigma * bound
+        recorder.add(
+            point.key,
+            amplification=sigma,
+            logit_change=change,
+            amplified_perturbation=sigma * moved,
+            composed_bound=composed,
+            composed_ratio=torch_where_positive(composed, change),
+            composed_held=(change <= composed * (1 + 1e-6) + 1e-12).double(),
+        )
+
+
+# ----------------------------------------------------------------------------------------------------------
 # One run
 
 
@@ -380,8 +553,15 @@ def load_run(run_dir: Path, data_dir: Path) -> tuple[torch.nn.Module, dict[str, 
     return model.eval(), metrics, val
 
 
-def diagnose_run(run_dir: Path, data_dir: Path, examples: int = 32, batch_size: int = 8) -> pd.DataFrame:
-    """The diagnostics table of one run (COLUMNS), on its first `examples` validation examples."""
+def diagnose_run(
+    run_dir: Path,
+    data_dir: Path,
+    examples: int = 32,
+    batch_size: int = 8,
+    amplification_examples: int = AMPLIFICATION_EXAMPLES,
+) -> pd.DataFrame:
+    """The diagnostics table of one run (COLUMNS), on its first `examples` validation examples; the
+    insertion effects on the logits (LOGIT_QUANTITIES) on the first `amplification_examples` of them."""
     import numpy as np
     import pandas as pd
     import torch
@@ -393,17 +573,23 @@ def diagnose_run(run_dir: Path, data_dir: Path, examples: int = 32, batch_size: 
     if count < 1:
         raise DiagnoseError(f"{data_dir}: the validation split is empty")
     recorder = _Recorder()
-    with torch.inference_mode():
-        for start in range(0, count, batch_size):
-            batch = make_batch(val, np.arange(start, min(start + batch_size, count)), lambda t: t)
+    model.requires_grad_(False)  # the amplification differentiates in the activations only
+    for start in range(0, count, batch_size):
+        batch = make_batch(val, np.arange(start, min(start + batch_size, count)), lambda t: t)
+        with torch.no_grad():
             measure_batch(model, batch.tokens, batch.lengths, recorder)
+        if start < amplification_examples:
+            end = min(start + batch_size, count, amplification_examples)
+            measure_logit_effects(model, make_batch(val, np.arange(start, end), lambda t: t).inputs, recorder)
     frame = pd.DataFrame(recorder.rows())
     for key in reversed(RUN_KEYS):
         frame.insert(0, key, metrics.get(key, "base" if key == "setting" else None))
     return frame[list(COLUMNS)]
 
 
-def _stamp(run_dir: Path, data_dir: Path, examples: int, batch_size: int) -> dict[str, Any]:
+def _stamp(
+    run_dir: Path, data_dir: Path, examples: int, batch_size: int, amplification_examples: int
+) -> dict[str, Any]:
     """What a run's cached diagnostics were measured from: when any of it changes, they are measured again."""
     from pdelra.data.hashing import file_digest
     from pdelra.data.store import manifest_hash
@@ -418,11 +604,16 @@ def _stamp(run_dir: Path, data_dir: Path, examples: int, batch_size: int) -> dic
         "data_manifest_hash": manifest_hash(data_dir),
         "examples": examples,
         "batch_size": batch_size,
+        "amplification_examples": amplification_examples,
     }
 
 
 def diagnose_cached(
-    run_dir: Path, data_dir: Path, examples: int = 32, batch_size: int = 8
+    run_dir: Path,
+    data_dir: Path,
+    examples: int = 32,
+    batch_size: int = 8,
+    amplification_examples: int = AMPLIFICATION_EXAMPLES,
 ) -> tuple[pd.DataFrame, bool]:
     """(the run's diagnostics, whether they were measured now): read back from RUN_DIR/diagnostics.csv
     when RUN_DIR/diagnostics.json matches this run's stamp, measured and stored (table first, stamp last)
@@ -432,13 +623,13 @@ def diagnose_cached(
     from pdelra.atomic import write_json_atomic
 
     table, stamp_path = run_dir / DIAGNOSTICS_NAME, run_dir / STAMP_NAME
-    stamp = _stamp(run_dir, data_dir, examples, batch_size)
+    stamp = _stamp(run_dir, data_dir, examples, batch_size, amplification_examples)
     try:
         if json.loads(stamp_path.read_text()) == stamp:
             return pd.read_csv(table)[list(COLUMNS)], False
     except (OSError, ValueError, KeyError):  # no or unreadable cache: measure
         pass
-    frame = diagnose_run(run_dir, data_dir, examples, batch_size)
+    frame = diagnose_run(run_dir, data_dir, examples, batch_size, amplification_examples)
     stamp_path.unlink(missing_ok=True)  # never a valid stamp beside a table being replaced
     write_text_atomic(table, frame.to_csv(index=False))
     write_json_atomic(stamp_path, stamp)
@@ -493,6 +684,13 @@ def register(subparsers: Any) -> None:
     run.add_argument("--out", type=Path, required=True, help="CSV of all their rows (written atomically)")
     run.add_argument("--examples", type=int, default=32, help="first N validation examples (default 32)")
     run.add_argument("--batch-size", type=int, default=8, help="examples per forward pass (default 8)")
+    run.add_argument(
+        "--amplification-examples",
+        type=int,
+        default=AMPLIFICATION_EXAMPLES,
+        help="the first N of those examples for the insertion effect on the logits and its amplification "
+        f"(a backward pass per class and insertion point; default {AMPLIFICATION_EXAMPLES}, 0: none)",
+    )
     run.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     run.set_defaults(func=_run)
     table = sub.add_parser("table", help="concatenate per-run diagnostics.csv files into one table")
@@ -504,6 +702,8 @@ def register(subparsers: Any) -> None:
 def _run(args: argparse.Namespace) -> int:
     if args.examples < 1 or args.batch_size < 1:
         raise DiagnoseError("--examples and --batch-size must be ≥ 1")
+    if args.amplification_examples < 0:
+        raise DiagnoseError("--amplification-examples must be ≥ 0")
     if args.num_threads:
         import torch
 
@@ -512,7 +712,9 @@ def _run(args: argparse.Namespace) -> int:
 
     frames, measured = [], 0
     for number, run_dir in enumerate(args.run_dirs, 1):
-        frame, fresh = diagnose_cached(run_dir, args.data, args.examples, args.batch_size)
+        frame, fresh = diagnose_cached(
+            run_dir, args.data, args.examples, args.batch_size, args.amplification_examples
+        )
         frames.append(frame)
         measured += fresh
         log.info("%d/%d %s: %s", number, len(args.run_dirs), run_dir, "measured" if fresh else "unchanged")

@@ -268,3 +268,41 @@ def commutator(diffuse: Map, mix: Map, x: Tensor, lengths: Tensor | None = None)
     den = masked_norm(mixed, lengths)
     ratio = num / den.clamp_min(torch.finfo(x.dtype).tiny)
     return torch.where(den > 0, ratio, torch.where(num > 0, torch.full_like(num, math.inf), num))
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Downstream amplification
+
+
+def jacobian_spectral_norm(rest: Callable[[list[Tensor]], Tensor], at: Sequence[Tensor]) -> Tensor:
+    """σ_max(J_b) per example b, (B,): the largest singular value of the Jacobian of `rest` at `at`, where
+    rest maps tensors (B, …) — one per place the perturbed point feeds, e.g. both towers of a pair model —
+    to outputs (B, C), and example b's outputs depend only on example b's inputs (eval mode: no batch
+    statistics), so the whole Jacobian is block-diagonal over examples.
+
+    Exact, not a power iteration: with C outputs per example, C vector–Jacobian products (one backward pass
+    each, e_c summed over the batch) give every row of every J_b, and σ_max of a C × N matrix is the square
+    root of the largest eigenvalue of the C × C matrix J_b J_bᵀ. For C ≤ 10 (the LRA tasks) this costs no
+    more backward passes than a few power iterations, each of which needs a forward- and a reverse-mode
+    product, and has no iteration error. `rest` must be differentiable in its inputs; parameters need not
+    require grad.
+
+    What it is: the local gain ‖rest(u + δ) − rest(u)‖ ≈ ‖J_b δ‖ ≤ σ_max ‖δ‖ of an infinitesimal δ at this
+    example, i.e. a lower bound on the Lipschitz constant of `rest` over any region containing u — not a
+    global Lipschitz bound, and for a finite δ only a first-order statement.
+    """
+    leaves = [t.detach().requires_grad_(True) for t in at]
+    with torch.enable_grad():
+        out = rest(leaves)
+        if out.dim() != 2 or out.shape[0] != leaves[0].shape[0]:
+            raise ValueError(f"rest must return (batch, outputs), got {tuple(out.shape)}")
+        rows = []
+        for c in range(out.shape[1]):
+            grads = torch.autograd.grad(
+                out[:, c].sum(), leaves, retain_graph=c + 1 < out.shape[1], allow_unused=True
+            )
+            parts = [torch.zeros_like(t) if g is None else g for g, t in zip(grads, leaves, strict=True)]
+            rows.append(torch.cat([g.flatten(1) for g in parts], 1))  # (B, N): row c of every J_b
+    jacobian = torch.stack(rows, 1).to(torch.float64)  # (B, C, N)
+    gram = jacobian @ jacobian.transpose(1, 2)  # (B, C, C), symmetric positive semi-definite
+    return torch.linalg.eigvalsh(gram)[:, -1].clamp_min(0).sqrt()

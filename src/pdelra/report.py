@@ -2,8 +2,9 @@
 
 The report folder holds `report.ipynb` (executed, with outputs), `report.html` (code cells hidden),
 `figures/*.{png,pdf}` and `tables/*.{csv,md,tex}` written by the notebook (their captions in
-`artifacts.json`), `tables/claims.csv` (the verdict per claim, `pdelra.claims`) and `index.html`, a landing
-page with the verdicts at the top and every figure and table with its caption. Everything is built in a
+`artifacts.json`), `tables/claims.csv` (the verdict per claim: a copy of the one `pdelra aggregate`
+writes), `tables/paper-tables.tex|pdf` and `index.html`, a landing page with the data banner and the
+verdicts at the top and every figure and table with its caption. Everything is built in a
 staging folder beside `--out` and swapped in at the end, so a failed or interrupted report never leaves a
 half-written folder behind.
 
@@ -25,6 +26,7 @@ from typing import Any
 from pdelra.aggregate import AGGREGATE_TABLES
 from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
+from pdelra.reporting.style import VERDICT_COLOURS
 
 log = logging.getLogger(__name__)
 
@@ -74,14 +76,6 @@ def render_html(executed: Path, html_path: Path) -> None:
     exporter = HTMLExporter(exclude_input=True, exclude_input_prompt=True, exclude_output_prompt=True)
     body, _ = exporter.from_notebook_node(nbformat.read(executed, as_version=4))
     html_path.write_text(body, encoding="utf-8")
-
-
-VERDICT_COLOURS = {
-    "reproduced": "#1a9850",
-    "contradicted": "#d73027",
-    "inconclusive": "#fdae61",
-    "not run": "#bdbdbd",
-}
 
 
 def _markdown_bold(text: str) -> str:

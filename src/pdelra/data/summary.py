@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+TABLE = "data"  # written as tables/data.csv
 # The paper's sequence lengths (appendix; Pathfinder and Image are 32 × 32 pixels).
 PAPER_MAX_LENGTH = {"listops": 2000, "text": 4000, "retrieval": 4000, "pathfinder": 1024, "image": 1024}
 MODEL_KEYS = ("d_model", "n_layers", "n_heads", "batch_size")

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdelra.results import claims as claims_mod
+from pdelra.results.diagnostics import TABLES as DIAGNOSTICS_TABLES
 from pdelra.results.related import TABLES as RELATED_TABLES
 from pdelra.results.tables import COMPARISON_TABLES
 
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 OPTIONAL_INPUTS = ("lm_runs", "lm_dynamics", "diagnostics", "cta_official_runs")
 # What `derived_tables` returns, by name (each written as NAME.csv): a fixed list, so the workflow can
 # declare every file.
-DIAGNOSTICS_TABLES = ("diagnostics_per_position", "diagnostics_bound", "diagnostics_mechanism")
 DERIVED_TABLES = (*COMPARISON_TABLES, *RELATED_TABLES, *DIAGNOSTICS_TABLES, "claims")
 
 

@@ -1,0 +1,139 @@
+"""Verdicts, claim by claim: claims.csv (judged by `pdelra.results.claims` in `pdelra aggregate`) with each
+claim's verdict and size, the forest plot, the grid of Table 11's sign claims and the verdict rule."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from pdelra.reporting import style
+from pdelra.reporting.io import save_table, show_figure
+from pdelra.reporting.sections import Report, say
+from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS, headline
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+SIGN_PREFIX = "table11_sign_"
+# The headline table's header: claim_id, claim, paper_effect, effect [ci_low, ci_high], n, verdict, size,
+# p_adjusted of claims.csv.
+HEADLINE_HEADER = ("claim", "statement", "paper", "ours [95 % CI]", "n", "verdict", "size", "p (adjusted)")
+
+
+def render(report: Report) -> None:
+    import pandas as pd
+
+    table = report.table("claims")
+    if table.empty:
+        table = pd.DataFrame(columns=list(CLAIM_COLUMNS))
+    save_table(
+        table,
+        report.out_dir,
+        "claims",
+        "Every claim with our effect, 95 % CI over seeds, n, verdict (Holm-adjusted within its family) "
+        "and size",
+        formats={c: style.effect for c in ("paper_effect", "effect", "ci_low", "ci_high")},
+    )
+    counts = table["verdict"].value_counts()
+    say(f"{len(table)} claims: " + ", ".join(f"**{counts.get(v, 0)}** {v}" for v in VERDICTS) + ".")
+    say(VERDICT_RULE)
+    head = headline(table)
+    from IPython.display import HTML, display
+
+    display(HTML(_claims_html(head)))
+    ran = head[(head["unit"] == "accuracy") & (head["verdict"] != "not run")]
+    _forest_plot(report, ran if len(ran) else head[head["unit"] == "accuracy"])
+    _sign_grid(table[table["claim_id"].str.startswith(SIGN_PREFIX)])
+
+
+def _claims_html(head: pd.DataFrame) -> str:
+    """The headline claims as an HTML table, the verdict cell in its colour."""
+    rows = []
+    for _, c in head.iterrows():
+        cells = [
+            f"<td><code>{html.escape(str(c['claim_id']))}</code></td>",
+            f"<td>{html.escape(str(c['claim']))}</td>",
+            f'<td style="text-align:right">{style.effect(c["paper_effect"])}</td>',
+            f'<td style="text-align:right">{_effect_ci(c)}</td>',
+            f'<td style="text-align:right">{int(c["n"])}</td>',
+            f'<td style="background:{style.verdict_colour(c["verdict"])};font-weight:bold">'
+            f"{html.escape(str(c['verdict']))}</td>",
+            f"<td>{html.escape(str(c['size'])) if isinstance(c['size'], str) else style.MISSING}</td>",
+            f'<td style="text-align:right">{style.number(c["p_adjusted"], "{:.3g}")}</td>',
+        ]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    head_row = "".join(f"<th>{html.escape(label)}</th>" for label in HEADLINE_HEADER)
+    return f'<table class="claims"><thead><tr>{head_row}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _effect_ci(claim: pd.Series) -> str:
+    if style.missing(claim["effect"]):
+        return style.MISSING
+    if style.missing(claim["ci_low"]):
+        return style.effect(claim["effect"])
+    return (
+        f"{style.effect(claim['effect'])} [{style.effect(claim['ci_low'])}, {style.effect(claim['ci_high'])}]"
+    )
+
+
+def _forest_plot(report: Report, acc: pd.DataFrame) -> None:
+    """Each accuracy claim: our effect with its CI (dot coloured by verdict) beside the paper's effect."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+
+    if acc.empty:
+        return
+    acc = acc.iloc[::-1]
+    fig, ax = plt.subplots(figsize=(8, 0.3 * len(acc) + 2.2))
+    y = np.arange(len(acc))
+    has_ci = acc["ci_low"].notna().to_numpy()
+    effect = acc["effect"].to_numpy(dtype=float)
+    err = np.vstack([effect - acc["ci_low"].to_numpy(float), acc["ci_high"].to_numpy(float) - effect])
+    ax.errorbar(effect[has_ci], y[has_ci], xerr=err[:, has_ci], fmt="none", ecolor="black", capsize=3)
+    colours = [style.verdict_colour(v) for v in acc["verdict"]]
+    ax.scatter(effect, y, c=colours, s=60, zorder=3, edgecolor="black")
+    ax.scatter(acc["paper_effect"], y, marker=style.PAPER_MARKER, color=style.PAPER_COLOUR, s=30, zorder=4)
+    ax.axvline(0, color="grey", linewidth=0.8)
+    ax.set_yticks(y, acc["claim_id"])
+    ax.set_xlabel("effect (test accuracy difference; τ for rankings)")
+    key = [
+        Patch(facecolor=colour, edgecolor="black", label=verdict)
+        for verdict, colour in style.VERDICT_COLOURS.items()
+    ]
+    key += [
+        Line2D([], [], color="black", marker="|", linestyle="-", label="ours, 95 % CI"),
+        Line2D([], [], color=style.PAPER_COLOUR, marker=style.PAPER_MARKER, linestyle="none", label="paper"),
+    ]
+    # The key sits below the axes, outside the data.
+    ax.legend(handles=key, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, fontsize="small")
+    ax.set_title("Claims: our effect and 95 % CI (dot colour = verdict) beside the paper's")
+    show_figure(
+        fig,
+        report.out_dir,
+        "claims_forest",
+        "Each accuracy claim's effect with its 95 % CI over seeds (dot colour = verdict, key below) "
+        "beside the paper's value",
+    )
+
+
+def _sign_grid(signs: pd.DataFrame) -> None:
+    """Table 11's sign claims as a position × task grid of verdict colours."""
+    from IPython.display import HTML, display
+
+    from pdelra import paper
+
+    if signs.empty:
+        return
+    verdicts = dict(zip(signs["claim_id"], signs["verdict"], strict=True))
+    head = "<th></th>" + "".join(f"<th>{html.escape(style.task_label(t))}</th>" for t in paper.TASKS)
+    body = []
+    for variant in paper.POSITIONS:
+        cells = []
+        for task in paper.TASKS:
+            word = verdicts.get(f"{SIGN_PREFIX}{variant}_{task}", "not run")
+            cells.append(f'<td style="background:{style.verdict_colour(word)}">{html.escape(word)}</td>')
+        body.append(f"<tr><th>{html.escape(style.variant_label(variant))}</th>{''.join(cells)}</tr>")
+    say("**Table 11 signs**: does each position's gain over the baseline have the paper's sign?")
+    display(HTML(f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"))
