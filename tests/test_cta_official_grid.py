@@ -32,12 +32,17 @@ def _config(name: str) -> dict[str, Any]:
 
 
 def test_the_grid_takes_the_official_rows_and_the_official_recipe() -> None:
-    assert grid.VARIANTS == ("none", *OFFICIAL_VARIANTS)
+    assert ("none", *OFFICIAL_VARIANTS) == grid.VARIANTS
     section_ = _config("config")["cta_official"]
     runs = grid.runs(section_)
     assert len(runs) == 4 * 2 * 5 and {r[2:4] for r in runs} == {("h1", "base")}
     recipe = {
-        task: (rc["model"]["d_model"], rc["model"]["n_layers"], rc["train"]["batch_size"], rc["train"]["max_epochs"])
+        task: (
+            rc["model"]["d_model"],
+            rc["model"]["n_layers"],
+            rc["train"]["batch_size"],
+            rc["train"]["max_epochs"],
+        )
         for task in grid.TASKS
         for rc in [grid.run_config(section_, task, PDE, 0)]
     }  # src/configs/{imdb,ag_news,sst2,char_level_imdb}.yaml
@@ -57,7 +62,9 @@ def test_config_check_refuses_what_the_grid_cannot_run() -> None:
     problems = config_problems(config)
     assert any("task sst2" in p and "backbone must be official_cta" in p for p in problems), problems
     assert any("task imdb" in p and "train" in p and "lr" in p for p in problems), problems
-    assert "data.source is real, so cta_official.downloads.bert_uncased_vocab (url, md5) is needed" in problems
+    assert (
+        "data.source is real, so cta_official.downloads.bert_uncased_vocab (url, md5) is needed" in problems
+    )
     demo = _config("demo")
     demo["cta_official"]["tasks"]["agnews"]["model"] = {"n_heads": 3}  # 32 % 3
     demo["run_grids"] = ["related"]  # ListOps only: nothing else generates the IMDb reviews imdb_char reads
@@ -90,8 +97,8 @@ def _by_id(frame: pd.DataFrame) -> dict[str, pd.Series]:
 
 def test_claims_judge_the_official_numbers_by_the_papers_rule() -> None:
     # A clear +10 pp gain on AG News (official +11.6) → reproduced; SST-2 reversed → contradicted; IMDb with
-    # no effect (official +3) → contradicted; characters: no effect, and the official +0.76 pp is within
-    # ±1 pp, a no-difference claim → reproduced by TOST.
+    # no effect (official +3) → inconclusive, its size smaller than claimed; characters: no effect, and the
+    # official +0.76 pp is within ±1 pp, a no-difference claim → reproduced by TOST.
     runs = _runs({"agnews": 0.10, "sst2": -0.05})
     claims = _by_id(claims_table({"runs": pd.DataFrame(), "cta_official_runs": runs}))
     ours = {k: v for k, v in claims.items() if v["family"] == "cta_official"}
@@ -100,7 +107,8 @@ def test_claims_judge_the_official_numbers_by_the_papers_rule() -> None:
     assert ours["cta_official_agnews"]["paper_effect"] == pytest.approx(0.116)
     assert ours["cta_official_agnews"]["effect"] == pytest.approx(0.10, abs=0.01)
     assert ours["cta_official_sst2"]["verdict"] == "contradicted"
-    assert ours["cta_official_imdb"]["verdict"] == "contradicted"
+    assert ours["cta_official_imdb"]["verdict"] == "inconclusive"
+    assert ours["cta_official_imdb"]["size"] == "smaller than claimed"
     assert ours["cta_official_imdb_char"]["verdict"] == "reproduced"
     assert ours["cta_official_imdb_char"]["method"].endswith("TOST within ±0.01")
     assert all(v["adjustment"].startswith("Holm within 'cta_official'") for v in ours.values())
@@ -123,16 +131,20 @@ def test_summary_puts_ours_beside_the_official_number() -> None:
     summary = tables.summarise(runs).set_index(["task", "variant"])
     row = summary.loc[("agnews", PDE)]
     assert (row["n_runs"], row["n"]) == (5, 5) and row["official"] == pytest.approx(0.721)
-    assert row["test_accuracy_mean"] == pytest.approx(0.705) and row["ours_minus_official"] == pytest.approx(-0.016)
+    assert row["test_accuracy_mean"] == pytest.approx(0.705)
+    assert row["ours_minus_official"] == pytest.approx(-0.016)
     assert summary.loc[("sst2", PDE), "n"] == 4  # the diverged run is counted, not averaged
     assert tables.summarise(pd.DataFrame()).empty
 
 
-def _metrics(root: Path, task: str, variant: str, seed: int, accuracy: float, **extra: Any) -> Path:
+def _metrics(
+    root: Path, task: str, variant: str, seed: int, accuracy: float, says: int | None = None
+) -> Path:
+    """A metrics.json at the run's place; `says`: the seed the file itself gives (default: its folder's)."""
     path = root / task / variant / "h1" / "base" / f"seed{seed}" / "metrics.json"
     path.parent.mkdir(parents=True)
-    keys = dict(task=task, variant=variant, scale="h1", setting="base", seed=seed)
-    path.write_text(json.dumps({**keys, "status": "completed", "test_accuracy": accuracy, **extra}))
+    keys = dict(task=task, variant=variant, scale="h1", setting="base", seed=seed if says is None else says)
+    path.write_text(json.dumps({**keys, "status": "completed", "test_accuracy": accuracy}))
     return path
 
 
@@ -145,8 +157,9 @@ def test_aggregate_writes_both_tables_and_catches_a_misplaced_run(tmp_path: Path
     assert main(["cta-official", "aggregate", "--out", str(tmp_path / "tables"), *map(str, files)]) == 0
     written = {name: pd.read_csv(tmp_path / "tables" / f"{name}.csv") for name in grid.TABLES}
     assert list(written["cta_official_runs"]["variant"]) == [PDE, "none"]
-    assert list(written["cta_official_summary"]["ours_minus_official"]) == pytest.approx([0.7 - 0.721, 0.6 - 0.605])
-    wrong = _metrics(runs, "sst2", "none", 1, 0.5, seed=2)  # says seed 2, lies in seed1/
+    differences = written["cta_official_summary"]["ours_minus_official"]
+    assert list(differences) == pytest.approx([0.7 - 0.721, 0.6 - 0.605])
+    wrong = _metrics(runs, "sst2", "none", 1, 0.5, says=2)
     with pytest.raises(MetricsError, match="does not match its location"):
         tables.aggregate([wrong], tmp_path / "t2")
 
@@ -163,7 +176,8 @@ def test_section_shows_official_ours_verdicts_and_the_differences(tmp_path: Path
     folder.mkdir()
     runs = _runs({"agnews": 0.10})
     tables.summarise(runs).to_csv(folder / "cta_official_summary.csv", index=False)
-    claims_table({"runs": pd.DataFrame(), "cta_official_runs": runs}).to_csv(folder / "claims.csv", index=False)
+    claims = claims_table({"runs": pd.DataFrame(), "cta_official_runs": runs})
+    claims.to_csv(folder / "claims.csv", index=False)
     section.render(folder, out)
     assert {a["name"] for a in read_artifacts(out)} == {
         "cta_official_summary",
@@ -177,7 +191,8 @@ def test_section_shows_official_ours_verdicts_and_the_differences(tmp_path: Path
     assert verdicts.loc[verdicts["Claim"].str.contains("AG News"), "Verdict"].item() == "reproduced"
     differences = pd.read_csv(out / "tables" / "cta_official_differences.csv")
     assert len(differences) == 11 and "boundary" in set(differences["What"])
-    assert differences.set_index("What").loc["wave", "The official code"] == "first-order update α²Δu, α₀ = 0.15"
+    wave = differences.set_index("What").loc["wave", "The official code"]
+    assert wave == "first-order update α²Δu, α₀ = 0.15"
     assert any("Not built yet" in line for line in said)
 
 

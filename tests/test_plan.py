@@ -45,13 +45,13 @@ def test_jobs_are_the_workflows_own(tmp_path: Path, name: str) -> None:
     # from DVC downloads (demo: generated) and one table job.
     if name == "config":  # the figures the README quotes
         assert dry_run["train"] == 670 and dry_run["lm_train"] == 18
+        assert len(experiment.lra_runs({**loaded, "run_grids": ["main", "multiscale"]})) == 245
         assert dry_run["cta_official_train"] == 40
         assert (dry_run["cta_fetch"], dry_run["cta_extract"], dry_run["cta_preprocess"]) == (3, 2, 4)
     else:
         assert dry_run["cta_official_train"] == 4
         assert (dry_run["cta_generate"], dry_run["cta_preprocess"]) == (2, 2)
     assert dry_run["cta_official_aggregate"] == 1
-        assert len(experiment.lra_runs({**loaded, "run_grids": ["main", "multiscale"]})) == 245
 
 
 def test_steps_follow_each_runs_setting_and_the_generate_sizes(tmp_path: Path) -> None:

@@ -142,7 +142,9 @@ def config_problems(config: Mapping[str, Any], schema: dict[str, Any] | None = N
     problems = grid_problems(filled)
     if problems:  # the runs cannot be listed
         return problems
-    return model_problems(filled) + lm_problems(filled) + data_problems(filled) + cta_official_problems(filled)
+    return (
+        model_problems(filled) + lm_problems(filled) + data_problems(filled) + cta_official_problems(filled)
+    )
 
 
 def with_defaults(config: Mapping[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -329,11 +331,14 @@ def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) ->
     if data["source"] == "real":
         downloads = section.get("downloads") or {}
         problems = [
-            f"data.source is real, so cta_official.downloads.{source} (url, md5) is needed" for source in sources
+            f"data.source is real, so cta_official.downloads.{source} (url, md5) is needed"
+            for source in sources
             if source not in downloads
-        ]  # fmt: skip
+        ]
         if grid.lra_raw_tasks(section) and "imdb" not in (data.get("downloads") or {}):
-            problems.append("data.source is real, so data.downloads.imdb is needed for cta_official's IMDb tasks")
+            problems.append(
+                "data.source is real, so data.downloads.imdb is needed for cta_official's IMDb tasks"
+            )
         return problems
     from pdelra.data.generate import resolve_params
 

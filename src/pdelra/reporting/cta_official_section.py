@@ -25,9 +25,9 @@ FAMILY = "cta_official"
 # What `pdelra train` does differently from the official scripts (src/experiments/run_classification.py,
 # run_char_level.py at e6f878d), beside the operator and model, which are theirs.
 DEVIATIONS = (
-    "**Seeds**: the official scripts train one seed (`torch.manual_seed(42)`); here every configured seed "
-    "(`cta_official.seeds`, 5 in the paper config), seeded as every pipeline run is (pdelra.training.seeding), "
-    "since a verdict needs at least 2 seeds.",
+    "**Seeds**: the official scripts train one seed (`torch.manual_seed(42)`); here every configured "
+    "seed (`cta_official.seeds`, 5 in the paper config), seeded as every pipeline run is "
+    "(pdelra.training.seeding), since a verdict needs at least 2 seeds.",
     "**Learning-rate schedule**: theirs warms up linearly from 0.1 × lr over the first 10 % of steps, then "
     "stays constant; `pdelra train` warms up from lr / warm-up steps over the same number of steps (set per "
     "task in the config), then decays by a cosine to 0 at the last step.",
@@ -35,8 +35,8 @@ DEVIATIONS = (
     "longest example. Padding is masked in attention, the PDE step and the mean pooling alike, so this "
     "changes no value up to float rounding; the position parameter is the same slice either way.",
     "**Not built yet**: the WikiText-103 causal LM (Tables 3–5: PDE vs standard, the steps ablation "
-    "{1, 2, 4, 8}, the type ablation and the data-size ablation at fractions 0.001, 0.01, 0.05, 0.1). Its data "
-    "steps exist (`pdelra preprocess-cta wikitext103`, `pdelra subset`) and its claims are listed as "
+    "{1, 2, 4, 8}, the type ablation and the data-size ablation at fractions 0.001, 0.01, 0.05, 0.1). Its "
+    "data steps exist (`pdelra preprocess-cta wikitext103`, `pdelra subset`) and its claims are listed as "
     "*not run*; `pdelra lm train` does not train the official causal LM.",
 )
 
@@ -46,7 +46,9 @@ def _task(task: Any) -> str:
 
 
 def _variant(variant: Any) -> str:
-    return "Standard Transformer" if variant == "none" else paper.VARIANT_LABELS.get(str(variant), str(variant))
+    return (
+        "Standard Transformer" if variant == "none" else paper.VARIANT_LABELS.get(str(variant), str(variant))
+    )
 
 
 def _percent(value: Any, signed: bool = False) -> str:
@@ -105,7 +107,9 @@ def differences_table(doc: str | None = None) -> pd.DataFrame:
         if rows and text:
             rows[-1][side] = f"{rows[-1][side]} {text}".strip()
     frame = pd.DataFrame(rows, columns=["What", "pipeline", "official"])
-    return frame.rename(columns={"pipeline": "Our reading of the abstract (cta_*)", "official": "The official code"})
+    return frame.rename(
+        columns={"pipeline": "Our reading of the abstract (cta_*)", "official": "The official code"}
+    )
 
 
 def _say(text: str) -> None:
@@ -170,7 +174,9 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
             f"the verdict, Holm-adjusted within the family `{FAMILY}` (claims.csv)",
             ("n", "Method"),
         )
-    _say("**Where our recipe departs from the official scripts**\n\n" + "\n".join(f"- {d}" for d in DEVIATIONS))
+    _say(
+        "**Where our recipe departs from the official scripts**\n\n" + "\n".join(f"- {d}" for d in DEVIATIONS)
+    )
     _show(
         differences_table(),
         out_dir,

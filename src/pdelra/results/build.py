@@ -50,11 +50,12 @@ def claims_table(inputs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     runs = inputs.get("runs", pd.DataFrame())
     diag = inputs.get("diagnostics", pd.DataFrame())
     mechanism = diagnostics.mechanism_claims(diag, runs)
+    official = claims_mod.cta_official_claims(inputs.get("cta_official_runs"))  # CTA's own experiments
     return claims_mod.evaluate(
         runs,
         lm_runs=inputs.get("lm_runs"),
         lm_dynamics=inputs.get("lm_dynamics"),
-        extra_rows=[*mechanism.to_dict("records"), *claims_mod.cta_official_claims(inputs.get("cta_official_runs"))],
+        extra_rows=[*mechanism.to_dict("records"), *official],
     )
 
 
