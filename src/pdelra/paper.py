@@ -224,7 +224,7 @@ PHYSQK_AD_L1_PE = 1.142  # L1's effective Péclet number
 PHYSQK_AD_CONVECTIVE_LAYER = 1
 PHYSQK_AD_CLOSED_LAYERS = (2, 3)
 
-# Continuous-Time Attention's own experiments (its paper's Tables 1-5, as issue 18 quotes them): accuracy as
+# Continuous-Time Attention's own experiments (its paper's Tables 1-5): accuracy as
 # a fraction, WikiText-103 validation perplexity as given. Table 1: BERT uncased WordPiece, the official
 # src/configs; Table 2: character-level IMDb (max length 2048, d 256, 4 heads, FFN 1024, 4 layers, batch 16,
 # 10 epochs); Tables 3-5: causal LM, TinyLlama tokenizer, block 512, d 128, 2 layers, 20 epochs.

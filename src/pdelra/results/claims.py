@@ -1007,7 +1007,7 @@ def cta_official_claim_list() -> tuple[Claim, ...]:
         PairOrder(
             "cta_official_steps_order",
             "More PDE steps, lower perplexity: "
-            + " < ".join(f"{n} steps ({paper.CTA_OFFICIAL_STEPS[n]})" for n in fewer),
+            + " < ".join(f"{n} step{'s' * (n > 1)} ({paper.CTA_OFFICIAL_STEPS[n]})" for n in fewer),
             "Continuous-Time Attention, Table 4",
             CTA_OFFICIAL_FAMILY,
             tuple(at_steps[n] for n in fewer),
