@@ -13,6 +13,7 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/train.smk"
 include: "workflow/rules/diagnose.smk"
 include: "workflow/rules/lm.smk"
+include: "workflow/rules/cta_official.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/version.smk"
 

@@ -142,7 +142,9 @@ def config_problems(config: Mapping[str, Any], schema: dict[str, Any] | None = N
     problems = grid_problems(filled)
     if problems:  # the runs cannot be listed
         return problems
-    return model_problems(filled) + lm_problems(filled) + data_problems(filled)
+    return (
+        model_problems(filled) + lm_problems(filled) + data_problems(filled) + cta_official_problems(filled)
+    )
 
 
 def with_defaults(config: Mapping[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -281,11 +283,73 @@ def data_problems(config: Mapping[str, Any]) -> list[str]:
     from pdelra.errors import UserError
 
     problems = []
-    for task in sorted(tasks | ({config["lm"]["corpus"]} if config.get("lm") else set())):
+    from pdelra.cta_official_grid import lra_raw_tasks
+
+    needed = tasks | ({config["lm"]["corpus"]} if config.get("lm") else set())
+    for task in sorted(needed | lra_raw_tasks(config.get("cta_official"))):
         try:
             resolve_params(task, {"seed": data["seed"], **data["generate"].get(task, {})})
         except UserError as err:
             problems.append(str(err))
+    return problems
+
+
+def cta_official_problems(config: Mapping[str, Any]) -> list[str]:
+    """The `cta_official` grid: each task's run config is complete (`pdelra train` would take it), its
+    model is the authors' (`backbone: official_cta`) and builds with every variant, and its data can be had
+    (real: the downloads; generated: settings `pdelra generate` can meet)."""
+    section = config.get("cta_official")
+    if not section:
+        return []
+    from pdelra import cta_official_grid as grid
+    from pdelra.model import ModelConfig
+    from pdelra.training.runconfig import RunConfigError, validate_run_config
+
+    problems: dict[str, None] = {}
+    for task in grid.tasks(section):
+        where = f"cta_official: task {task} (cta_official.defaults < cta_official.tasks.{task})"
+        model = grid.merged(section, "model", task)
+        if model.get("backbone") != "official_cta":
+            problems[f"{where}: model.backbone must be official_cta (the authors' model)"] = None
+            continue
+        for variant in section["variants"]:
+            try:
+                validate_run_config(grid.run_config(section, task, variant, 0), where)
+                ModelConfig(vocab_size=2, num_classes=2, max_length=1, variant=variant, **model)
+            except RunConfigError as err:
+                problems[str(err)] = None
+            except (TypeError, ValueError) as err:
+                problems[f"{where}: {err}"] = None
+    return list(problems) + _cta_data_problems(config, section)
+
+
+def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) -> list[str]:
+    from pdelra import cta_official_grid as grid
+
+    data = config["data"]
+    sources = grid.own_sources(section, data["source"])
+    if data["source"] == "real":
+        downloads = section.get("downloads") or {}
+        problems = [
+            f"data.source is real, so cta_official.downloads.{source} (url, md5) is needed"
+            for source in sources
+            if source not in downloads
+        ]
+        if grid.lra_raw_tasks(section) and "imdb" not in (data.get("downloads") or {}):
+            problems.append(
+                "data.source is real, so data.downloads.imdb is needed for cta_official's IMDb tasks"
+            )
+        return problems
+    from pdelra.data.generate import resolve_params
+
+    problems = []
+    if grid.lra_raw_tasks(section) and "text" not in config["tasks"]:
+        problems.append("cta_official's IMDb tasks read the generated `text` task: add tasks.text")
+    for source in sources:
+        try:
+            resolve_params(source, {"seed": data["seed"], **section["generate"].get(source, {})})
+        except UserError as err:
+            problems.append(f"cta_official.generate.{source}: {err}")
     return problems
 
 

@@ -8,9 +8,9 @@ Jobs come in two kinds:
 - training jobs (`training_jobs`): one per run of a training rule, each with the resources it asks for (GPUs,
   minutes for the first attempt: a retry asks for attempt × runtime). `TRAINING_RULES` lists the rules and the
   function expanding each: `train` (the LRA runs of every grid in `run_grids`), `train_pack` (one job per
-  pack of runs of the tasks with `resources.pack` > 1) and `lm_train` (PhysQK-AD's LM). A new training
-  rule (e.g. Continuous-Time Attention's own experiments) adds one entry there and
-  its rule;
+  pack of runs of the tasks with `resources.pack` > 1), `lm_train` (PhysQK-AD's LM) and `cta_official_train`
+  (Continuous-Time Attention's own experiments, pdelra.cta_official_grid). A new training rule adds one
+  entry there and its rule;
 - the other jobs (`other_jobs`): data preparation, diagnostics, tables, report and DVC, counted per rule.
 
 This module imports nothing heavy (Snakemake imports it while it parses the workflow).
@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
+from pdelra import cta_official_grid
 from pdelra import runs as run_layout
 from pdelra.lm import grid as lm_grid
 
@@ -202,6 +203,17 @@ def lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     ]
 
 
+def cta_official_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
+    """The `cta_official_train` rule's jobs (workflow/rules/cta_official.smk); none without the section."""
+    section = config.get("cta_official")
+    jobs = []
+    for run in cta_official_grid.runs(section):
+        resources = cta_official_grid.merged(section, "resources", run[0])
+        resolved = cta_official_grid.run_config(section, run[0], run[1], run[4])
+        jobs.append(TrainingJob("cta_official_train", run, resolved, resources["gpu"], resources["runtime"]))
+    return jobs
+
+
 @dataclass(frozen=True)
 class TrainingRule:
     expand: Callable[[Mapping[str, Any]], list[TrainingJob]]  # the rule's jobs from the config
@@ -214,6 +226,7 @@ TRAINING_RULES: dict[str, TrainingRule] = {
     "train": TrainingRule(lra_training_jobs, "runs"),
     "train_pack": TrainingRule(pack_training_jobs, "runs"),
     "lm_train": TrainingRule(lm_training_jobs, "lm/runs"),
+    "cta_official_train": TrainingRule(cta_official_training_jobs, cta_official_grid.RUNS_DIR),
 }
 
 
@@ -227,11 +240,12 @@ def training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
 
 
 def data_tasks(config: Mapping[str, Any]) -> set[str]:
-    """Tasks whose raw data the DAG needs: the LRA runs' tasks and the LM's corpus (it reads raw text)."""
+    """Tasks whose raw data the DAG needs: the LRA runs' tasks, the LM's corpus (it reads raw text) and
+    the LRA raw folders the official CTA grid reads (IMDb's `text`)."""
     tasks = {task for task, *_ in lra_runs(config)}
     if config.get("lm"):
         tasks.add(config["lm"]["corpus"])
-    return tasks
+    return tasks | cta_official_grid.lra_raw_tasks(config.get("cta_official"))
 
 
 def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
@@ -249,6 +263,7 @@ def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
     jobs["packed_run"] = sum(len(seeds) for *_, seeds in run_packs(config))  # a packed run's files, copied
     if config.get("lm"):
         jobs.update(lm_prepare=1, lm_aggregate=1)
+    jobs.update(cta_official_grid.data_jobs(config.get("cta_official"), config["data"]["source"]))
     jobs.update(
         diagnose=len(diagnose_parts(runs)),
         diagnostics_table=1,

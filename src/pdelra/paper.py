@@ -223,3 +223,34 @@ PHYSQK_AD_CLOSED_ALPHA = 0.003  # L2/L3 α fall below this by 20 epochs
 PHYSQK_AD_L1_PE = 1.142  # L1's effective Péclet number
 PHYSQK_AD_CONVECTIVE_LAYER = 1
 PHYSQK_AD_CLOSED_LAYERS = (2, 3)
+
+# Continuous-Time Attention's own experiments (its paper's Tables 1-5): accuracy as
+# a fraction, WikiText-103 validation perplexity as given. Table 1: BERT uncased WordPiece, the official
+# src/configs; Table 2: character-level IMDb (max length 2048, d 256, 4 heads, FFN 1024, 4 layers, batch 16,
+# 10 epochs); Tables 3-5: causal LM, TinyLlama tokenizer, block 512, d 128, 2 layers, 20 epochs.
+CTA_OFFICIAL: dict[str, dict[str, float]] = {
+    # classification task → {"none": standard Transformer, "cta_official_diffusion": PDE-Transformer}
+    "imdb": {"none": 0.594, "cta_official_diffusion": 0.624},
+    "agnews": {"none": 0.605, "cta_official_diffusion": 0.721},
+    "sst2": {"none": 0.566, "cta_official_diffusion": 0.763},
+    "imdb_char": {"none": 0.6468, "cta_official_diffusion": 0.6544},
+    # WikiText-103: best validation perplexity, standard vs PDE (4 steps, diffusion)
+    "wikitext103": {"none": 1.04, "cta_official_diffusion": 1.02},
+}
+# Table 4: PDE steps → validation perplexity (diffusion); 8 steps: "unstable" (no number).
+CTA_OFFICIAL_STEPS: dict[int, float] = {1: 3.49, 2: 3.42, 4: 3.36}
+CTA_OFFICIAL_UNSTABLE_STEPS = 8
+# Table 5: PDE type (at the official 4 steps) → validation perplexity.
+CTA_OFFICIAL_TYPES: dict[str, float] = {
+    "cta_official_diffusion": 2.15,
+    "cta_official_wave": 2.27,
+    "cta_official_reaction_diffusion": 2.15,
+    "cta_official_advection_diffusion": 2.18,
+}
+CTA_OFFICIAL_TASK_LABELS = {
+    "imdb": "IMDb (WordPiece)",
+    "agnews": "AG News",
+    "sst2": "SST-2",
+    "imdb_char": "IMDb (characters)",
+    "wikitext103": "WikiText-103",
+}

@@ -235,9 +235,9 @@ def write_arg_file(path, items):
 
 
 def aggregate_extra_args(inputs):
-    """`--diagnostics F --lm-runs F --lm-dynamics F` for the optional tables `pdelra aggregate` also reads
-    (declared as the rule's inputs, so the claims and summaries rerun when they change)."""
-    named = {Path(p).stem: p for p in [*inputs.diagnostics, *inputs.lm]}
+    """`--diagnostics F --lm-runs F --lm-dynamics F --cta-official-runs F` for the optional tables `pdelra
+    aggregate` also reads (declared as the rule's inputs, so the claims and summaries rerun when they change)."""
+    named = {Path(p).stem: p for p in [*inputs.diagnostics, *inputs.lm, *inputs.cta_official]}
     return " ".join(f"--{name.replace('_', '-')} {named[name]}" for name in OPTIONAL_INPUTS if name in named)
 
 

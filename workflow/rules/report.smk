@@ -10,6 +10,7 @@ rule aggregate:
         metrics=all_metrics(),
         diagnostics=rules.diagnostics_table.output,
         lm=LM_TABLES,  # PhysQK-AD's LM (workflow/rules/lm.smk); none without an `lm` section
+        cta_official=CTA_OFFICIAL_TABLES,  # workflow/rules/cta_official.smk; none without the section
     output:
         [f"{RESULTS}/tables/{name}.csv" for name in AGGREGATE_TABLES],
     params:

@@ -2,7 +2,8 @@
 run tables, and what `pdelra claims` recomputes from a tables folder.
 
 Inputs are the tables of one experiment, by name (`runs`, `cost`, … from `pdelra aggregate`; `lm_runs`,
-`lm_dynamics` from `pdelra lm aggregate`; `diagnostics` from `pdelra diagnose table`); an absent input is
+`lm_dynamics` from `pdelra lm aggregate`; `diagnostics` from `pdelra diagnose table`; `cta_official_runs`
+from `pdelra cta-official aggregate`); an absent input is
 an empty frame, and the parts that need it come out empty (their report sections say "not run").
 """
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 # Inputs read from a tables folder when present (beside the run tables).
-OPTIONAL_INPUTS = ("lm_runs", "lm_dynamics", "diagnostics")
+OPTIONAL_INPUTS = ("lm_runs", "lm_dynamics", "diagnostics", "cta_official_runs")
 # What `derived_tables` returns, by name (each written as NAME.csv): a fixed list, so the workflow can
 # declare every file.
 DERIVED_TABLES = (*COMPARISON_TABLES, *RELATED_TABLES, *DIAGNOSTICS_TABLES, "claims")
@@ -49,11 +50,12 @@ def claims_table(inputs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     runs = inputs.get("runs", pd.DataFrame())
     diag = inputs.get("diagnostics", pd.DataFrame())
     mechanism = diagnostics.mechanism_claims(diag, runs)
+    official = claims_mod.cta_official_claims(inputs.get("cta_official_runs"))  # CTA's own experiments
     return claims_mod.evaluate(
         runs,
         lm_runs=inputs.get("lm_runs"),
         lm_dynamics=inputs.get("lm_dynamics"),
-        extra_rows=mechanism.to_dict("records"),
+        extra_rows=[*mechanism.to_dict("records"), *official],
     )
 
 

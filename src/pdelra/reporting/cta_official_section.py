@@ -1,0 +1,186 @@
+"""Report section: Continuous-Time Attention as its authors run it (display only).
+
+Reads `cta_official_summary.csv` (pdelra.results.cta_official: official vs ours per task × variant) and the
+rows of `claims.csv` whose family is `cta_official`; computes no statistic. Shows the recipe's deviations
+from the official scripts and the table of differences between the official operator and the pipeline's
+reading of the abstract (the `cta_*` rows), parsed from pdelra.cta_official's module docstring (its one
+statement). Says "not run" when the grid has no runs. The notebook calls
+`render(tables_dir, out_dir)`; the section prints its own heading.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pdelra import paper
+from pdelra.reporting.io import MISSING, is_missing
+from pdelra.reporting.related_section import claims_display, family_claims, lift_constants
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+FAMILY = "cta_official"
+# What `pdelra train` does differently from the official scripts (src/experiments/run_classification.py,
+# run_char_level.py at e6f878d), beside the operator and model, which are theirs.
+DEVIATIONS = (
+    "**Seeds**: the official scripts train one seed (`torch.manual_seed(42)`); here every configured "
+    "seed (`cta_official.seeds`, 5 in the paper config), seeded as every pipeline run is "
+    "(pdelra.training.seeding), since a verdict needs at least 2 seeds.",
+    "**Learning-rate schedule**: theirs warms up linearly from 0.1 × lr over the first 10 % of steps, then "
+    "stays constant; `pdelra train` warms up from lr / warm-up steps over the same number of steps (set per "
+    "task in the config), then decays by a cosine to 0 at the last step.",
+    "**Batches**: theirs pad every example to the maximum length; `pdelra train` trims each batch to its "
+    "longest example. Padding is masked in attention, the PDE step and the mean pooling alike, so this "
+    "changes no value up to float rounding; the position parameter is the same slice either way.",
+    "**Not built yet**: the WikiText-103 causal LM (Tables 3–5: PDE vs standard, the steps ablation "
+    "{1, 2, 4, 8}, the type ablation and the data-size ablation at fractions 0.001, 0.01, 0.05, 0.1). Its "
+    "data steps exist (`pdelra preprocess-cta wikitext103`, `pdelra subset`) and its claims are listed as "
+    "*not run*; `pdelra lm train` does not train the official causal LM.",
+)
+
+
+def _task(task: Any) -> str:
+    return paper.CTA_OFFICIAL_TASK_LABELS.get(str(task), str(task))
+
+
+def _variant(variant: Any) -> str:
+    return (
+        "Standard Transformer" if variant == "none" else paper.VARIANT_LABELS.get(str(variant), str(variant))
+    )
+
+
+def _percent(value: Any, signed: bool = False) -> str:
+    if is_missing(value):
+        return MISSING
+    text = f"{100 * float(value):{'+' if signed else ''}.2f}"
+    return text.replace("-", "−")
+
+
+def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
+    """cta_official_summary.csv for display: accuracies in %, seeds as "n" or "n of m"."""
+    import pandas as pd
+
+    rows = []
+    for _, r in summary.iterrows():
+        n, n_runs = int(r["n"]), int(r["n_runs"])
+        rows.append(
+            {
+                "Task": _task(r["task"]),
+                "Model": _variant(r["variant"]),
+                "Seeds": f"{n}" if n == n_runs else f"{n} of {n_runs}",
+                "Official (%)": _percent(r["official"]),
+                "Ours (%)": _percent(r["test_accuracy_mean"]),
+                "Ours sd (pp)": _percent(r["test_accuracy_std"]),
+                "Ours − official (pp)": _percent(r["ours_minus_official"], signed=True),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+_ROW = re.compile(r"^ {4}(\S.*?)\s+(pipeline|official)\s+(.*)$")
+_SIDE = re.compile(r"^\s+(pipeline|official)  (.*)$")
+
+
+def differences_table(doc: str | None = None) -> pd.DataFrame:
+    """The table "How this differs from the pipeline's `cta_*` rows" of pdelra.cta_official's docstring as
+    rows (What, Our reading of the abstract, The official code). `doc`: that docstring by default."""
+    import pandas as pd
+
+    if doc is None:
+        from pdelra import cta_official
+
+        doc = cta_official.__doc__ or ""
+    start = doc.index("How this differs")
+    block = doc[start:].split("\n\n", 2)[1]  # the table: the paragraph after its heading line
+    rows: list[dict[str, str]] = []
+    side = ""
+    for line in block.splitlines():
+        if match := _ROW.match(line):
+            rows.append({"What": match.group(1), "pipeline": "", "official": ""})
+            side, text = match.group(2), match.group(3)
+        elif match := _SIDE.match(line):
+            side, text = match.group(1), match.group(2)
+        else:
+            text = line.strip()
+        if rows and text:
+            rows[-1][side] = f"{rows[-1][side]} {text}".strip()
+    frame = pd.DataFrame(rows, columns=["What", "pipeline", "official"])
+    return frame.rename(
+        columns={"pipeline": "Our reading of the abstract (cta_*)", "official": "The official code"}
+    )
+
+
+def _say(text: str) -> None:
+    from IPython.display import Markdown, display
+
+    display(Markdown(text))
+
+
+def _read(tables_dir: Path, name: str) -> pd.DataFrame | None:
+    import pandas as pd
+
+    path = Path(tables_dir) / f"{name}.csv"
+    if not path.is_file() or path.stat().st_size == 0:
+        return None
+    table = pd.read_csv(path)
+    return table if len(table) else None
+
+
+def _show(table: pd.DataFrame, out_dir: Path, name: str, caption: str, context: tuple[str, ...] = ()) -> None:
+    from pdelra.reporting.io import show_table
+
+    shown, line = lift_constants(table, context)
+    if line:
+        _say(line)
+        caption = f"{caption}. {line}"
+    show_table(shown, out_dir, name, caption)
+
+
+def render(tables_dir: str | Path, out_dir: str | Path) -> None:
+    tables_dir, out_dir = Path(tables_dir), Path(out_dir)
+    _say("### Continuous-Time Attention as its authors run it")
+    summary = _read(tables_dir, "cta_official_summary")
+    if summary is None:
+        _say(
+            "_Not run: no `cta_official_summary.csv`; add a `cta_official` section to the config "
+            "(config/README.md)._"
+        )
+    else:
+        _say(
+            "The authors' model (`backbone: official_cta`: post-LN layers, masked mean pooling) without "
+            "(standard) and with their diffusion step after each layer, on their data and tokenisation, "
+            "trained with their recipe by `pdelra train`. Accuracy: the test split at the best epoch, as "
+            "their scripts report it (they evaluate on test every epoch)."
+        )
+        _show(
+            summary_display(summary),
+            out_dir,
+            "cta_official_summary",
+            "Official accuracy beside ours (mean over seeds) per task and model",
+            ("Seeds",),
+        )
+    claims = _read(tables_dir, "claims")
+    rows = None if claims is None else family_claims(claims, FAMILY)
+    if rows is None or rows.empty:
+        _say(f"_Not run: `claims.csv` has no `{FAMILY}` claims._")
+    else:
+        _show(
+            claims_display(rows),
+            out_dir,
+            "cta_official_claims",
+            f"Continuous-Time Attention's own numbers as claims: our effect with its 95 % CI over seeds and "
+            f"the verdict, Holm-adjusted within the family `{FAMILY}` (claims.csv)",
+            ("n", "Method"),
+        )
+    _say(
+        "**Where our recipe departs from the official scripts**\n\n" + "\n".join(f"- {d}" for d in DEVIATIONS)
+    )
+    _show(
+        differences_table(),
+        out_dir,
+        "cta_official_differences",
+        "The official operator and model (pdelra.cta_official) against the pipeline's reading of the "
+        "abstract (the cta_* variants), read in their code",
+    )

@@ -1,0 +1,176 @@
+"""Continuous-Time Attention's own experiments (config key `cta_official`; pdelra.cta_official_grid): their
+sources (downloaded with DVC, or generated), `pdelra preprocess-cta`, one `pdelra train` job per run with
+the authors' model, and tables/cta_official_runs.csv (+ the official-vs-ours summary) for the claims and the
+report. Runs: results/{experiment}/cta_official/runs/{task}/{variant}/h1/base/seed{n}. Without the section
+there are no such jobs and the report's section says "not run". The WikiText-103 LM is not built yet."""
+
+from pdelra import cta_official_grid as cta_grid
+
+CTA = config.get("cta_official")
+CTA_RESULTS = f"{RESULTS}/cta_official"
+CTA_PROCESSED = f"{PROCESSED}/{cta_grid.PROCESSED_DIR}"
+CTA_PATTERN = run_layout.RUN_PATTERN.format(
+    task="{cta_task}", variant="{cta_variant}", scale=cta_grid.SCALE, setting="base", seed="{seed}"
+)
+CTA_METRICS = [
+    f"{CTA_RESULTS}/runs/{CTA_PATTERN.format(cta_task=task, cta_variant=variant, seed=seed)}/metrics.json"
+    for task, variant, _, _, seed in cta_grid.runs(CTA)
+]
+# The tables the aggregate rule (report.smk) passes on to the claims and the report; none without the section.
+CTA_OFFICIAL_TABLES = [f"{RESULTS}/tables/{name}.csv" for name in cta_grid.TABLES] if CTA else []
+
+
+def cta_tokenizer(task):
+    """What holds the WordPiece vocab.txt a task is tokenised with: the download, or the generated folder
+    (a directory output: its files cannot be inputs themselves); none for imdb_char."""
+    if task not in cta_grid.WORDPIECE_TASKS:
+        return []
+    if config["data"]["source"] == "real":
+        return [f"{RAW}/downloads/{cta_grid.DOWNLOAD_FILES[cta_grid.VOCAB]}"]
+    return [f"{RAW}/{cta_grid.WORDPIECE}"]
+
+
+@declared
+def cta_tokenizer_option(wildcards, input):
+    if not input.tokenizer:
+        return ""
+    generated = config["data"]["source"] == "generated"
+    return f"--tokenizer {input.tokenizer[0]}" + ("/vocab.txt" if generated else "")
+
+
+def cta_setting(part, name):
+    """cta_official.{defaults < tasks.{task}}.{part}.{name} of a job (a number when every task agrees)."""
+    values = {cta_grid.merged(CTA, part, task)[name] for task in CTA["tasks"]}
+    if len(values) == 1:
+        return values.pop()
+    return declared(lambda wildcards: cta_grid.merged(CTA, part, wildcards.cta_task)[name])
+
+
+if CTA:
+
+    wildcard_constraints:
+        cta_task="|".join(cta_grid.TASKS),
+        cta_variant="|".join(cta_grid.VARIANTS),
+        cta_source="|".join(cta_grid.ARCHIVES + (cta_grid.WORDPIECE,)),
+        cta_download="|".join(map(re.escape, cta_grid.DOWNLOAD_FILES.values())),
+
+    if config["data"]["source"] == "generated":
+
+        rule cta_generate:
+            """A generated stand-in for AG News, SST-2 or the WordPiece vocab.txt (pdelra generate)."""
+            localrule: True
+            output:
+                directory(f"{RAW}/{{cta_source}}"),
+            params:
+                settings=lambda w: json.dumps(
+                    {"seed": config["data"]["seed"], **CTA.get("generate", {}).get(w.cta_source, {})},
+                    sort_keys=True,
+                    separators=(",", ":"),
+                ),
+            log:
+                f"{LOGS}/data/cta_generate_{{cta_source}}.log",
+            conda:
+                PDELRA_ENV
+            shell:
+                "pdelra generate {wildcards.cta_source} --out {output} --params '{params.settings}' > {log} 2>&1"
+
+    else:
+        CTA_SOURCE_OF_FILE = {file: source for source, file in cta_grid.DOWNLOAD_FILES.items()}
+
+        rule cta_fetch:
+            """Download one source with `dvc import-url` (records URL and md5; DVC runs one at a time)."""
+            localrule: True
+            output:
+                f"{RAW}/downloads/{{cta_download}}",
+            params:
+                url=lambda w: CTA["downloads"][CTA_SOURCE_OF_FILE[w.cta_download]]["url"],
+                md5=lambda w: md5_option(CTA["downloads"][CTA_SOURCE_OF_FILE[w.cta_download]].get("md5")),
+            log:
+                f"{LOGS}/data/cta_fetch_{{cta_download}}.log",
+            resources:
+                dvc=1,
+            conda:
+                PDELRA_ENV
+            shell:
+                "pdelra fetch --url {params.url} --out {output} {params.md5} > {log} 2>&1"
+
+        rule cta_extract:
+            """Unpack AG News or SST-2 into its raw folder (pdelra extract; tar or zip told by content)."""
+            localrule: True
+            input:
+                lambda w: f"{RAW}/downloads/{cta_grid.DOWNLOAD_FILES[w.cta_source]}",
+            output:
+                directory(f"{RAW}/{{cta_source}}"),
+            params:
+                raw=lambda wildcards, output: parent_dir(output[0]),
+            log:
+                f"{LOGS}/data/cta_extract_{{cta_source}}.log",
+            conda:
+                PDELRA_ENV
+            shell:
+                "pdelra extract {wildcards.cta_source} --archive {input} --out {params.raw} > {log} 2>&1"
+
+    rule cta_preprocess:
+        """One task as the official code prepares it (pdelra preprocess-cta); manifest.json is written last."""
+        localrule: True
+        input:
+            raw=lambda w: f"{RAW}/{cta_grid.RAW_OF_TASK[w.cta_task]}",
+            tokenizer=lambda w: cta_tokenizer(w.cta_task),
+        output:
+            f"{CTA_PROCESSED}/{{cta_task}}/manifest.json",
+        params:
+            out=lambda wildcards, output: parent_dir(output[0]),
+            tokenizer=cta_tokenizer_option,
+            max_length=lambda w: CTA["tasks"][w.cta_task]["max_length"],
+            seed=config["data"]["seed"],
+        log:
+            f"{LOGS}/data/cta_preprocess_{{cta_task}}.log",
+        conda:
+            PDELRA_ENV
+        shell:
+            "pdelra preprocess-cta {wildcards.cta_task} --raw {input.raw} {params.tokenizer}"
+            " --out {params.out} --max-length {params.max_length} --seed {params.seed} > {log} 2>&1"
+
+    rule cta_official_train:
+        """One run of the authors' model (pdelra train); exit 75 after checkpointing when preempted."""
+        input:
+            f"{CTA_PROCESSED}/{{cta_task}}/manifest.json",
+        output:
+            f"{CTA_RESULTS}/runs/{CTA_PATTERN}/metrics.json",
+        params:
+            run_config=lambda w: json.dumps(
+                cta_grid.run_config(CTA, w.cta_task, w.cta_variant, w.seed), sort_keys=True, separators=(",", ":")
+            ),
+            data=input_dir,
+            out=output_dir,
+            checkpoints=f"{CTA_RESULTS}/checkpoints/{CTA_PATTERN}",
+            device=job_device,
+        log:
+            f"{LOGS}/cta_official/{CTA_PATTERN}.log",
+        threads: cta_setting("resources", "cpus_per_task")
+        resources:
+            gpu=cta_setting("resources", "gpu"),
+            cpus_per_task=cta_setting("resources", "cpus_per_task"),
+            mem_mb=cta_setting("resources", "mem_mb"),
+            runtime=lambda w, attempt: cta_grid.merged(CTA, "resources", w.cta_task)["runtime"] * attempt,
+        conda:
+            PDELRA_ENV
+        shell:
+            "pdelra train --run-config '{params.run_config}' --data {params.data}"
+            " --out {params.out} --checkpoint-dir {params.checkpoints} --device {params.device} > {log} 2>&1"
+
+    rule cta_official_aggregate:
+        """cta_official_runs.csv (one row per run) and cta_official_summary.csv (official vs ours)."""
+        localrule: True
+        input:
+            CTA_METRICS,
+        output:
+            CTA_OFFICIAL_TABLES,
+        params:
+            out=lambda wildcards, output: parent_dir(output[0]),
+        log:
+            f"{LOGS}/cta_official_aggregate.log",
+        conda:
+            PDELRA_ENV
+        shell:
+            "pdelra cta-official aggregate --out {params.out} {input} > {log} 2>&1"
