@@ -130,7 +130,8 @@ def _claims_html(claims_csv: Path) -> str:
     lines = []
     for family, label in (
         ("table11", "Table 11, sign of each position's gain over the baseline per task"),
-        ("cta", "Continuous-Time Attention"),
+        ("cta", "Continuous-Time Attention (our reading of its abstract)"),
+        ("cta_official", "Continuous-Time Attention's own experiments"),
         ("lm", "PhysQK-AD's language model"),
         ("diagnostics", "the mechanism diagnostics"),
     ):

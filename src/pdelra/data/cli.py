@@ -161,9 +161,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--raw", required=True, help="raw task folder, e.g. data/raw/agnews (imdb: data/raw/text)"
     )
-    parser.add_argument(
-        "--tokenizer", help="vocab.txt (the WordPiece tasks) or tokenizer.json (wikitext103)"
-    )
+    parser.add_argument("--tokenizer", help="vocab.txt (the WordPiece tasks) or tokenizer.json (wikitext103)")
     parser.add_argument("--out", required=True, help="processed task folder, e.g. data/processed/cta_agnews")
     parser.add_argument("--max-length", type=int, default=None, help="tokens per row (LM: block size)")
     parser.add_argument("--seed", type=int, default=0, help="seed of --val-fraction's draw")

@@ -212,7 +212,8 @@ def _classification(task: str, raw: Path, tokenizer_file: Path | None, out: Path
     return {
         "vocab_size": identity["vocab_size"], "vocab": vocab, "num_classes": len(classes),
         "label_names": classes, "counts": counts, "truncated": truncated, "pad_id": pad_id,
-        "skipped": {"count": 0, "items": []}, "tokenizer": identity, "val_split": val_note, "input_hash": inputs_hash(raw, [path for *_, paths in release.values() for path in paths]),
+        "skipped": {"count": 0, "items": []}, "tokenizer": identity, "val_split": val_note,
+        "input_hash": inputs_hash(raw, [path for *_, paths in release.values() for path in paths]),
         "notes": [note, val_note],
     }  # fmt: skip
 

@@ -158,7 +158,9 @@ def bounds_problem(min_length: int, max_length: int, max_depth: int, max_args: i
     where = f"strictly between min_length={min_length} and max_length={max_length}"
     if longest <= min_length:
         advice = f"the longest has {longest} tokens: raise max_depth or max_args, or lower min_length"
-        return f"no expression with max_depth={max_depth} and max_args={max_args} has a length {where}: {advice}"
+        return (
+            f"no expression with max_depth={max_depth} and max_args={max_args} has a length {where}: {advice}"
+        )
     # Reachable lengths are dense above a few small gaps: look just above min_length first (cheap at any
     # length), and through the whole window only when that finds none.
     for below in dict.fromkeys((min(max_length, min_length + 64), max_length)):
@@ -211,7 +213,8 @@ def _too_rare(n: int, found: int, attempts: int, short: int, long: int, low: int
     else:
         advice = "most were too long: raise max_length, or lower max_depth or max_args"
     return (
-        f"generation setting for listops (--params, or data.generate.listops in the config): only {found} of {n} distinct expressions with {low} < length < {high} "
+        "generation setting for listops (--params, or data.generate.listops in the config): "
+        f"only {found} of {n} distinct expressions with {low} < length < {high} "
         f"in {attempts} draws ({short} too short, {long} too long, {in_range} in range); {advice}"
     )
 

@@ -920,7 +920,7 @@ def evaluate(
 
 def headline(claims: pd.DataFrame) -> pd.DataFrame:
     """The rows a reader sees first: all but the per-cell Table 11 signs, related systems and diagnostics."""
-    return claims[~claims["family"].isin(["table11", "cta", "lm", "diagnostics"])]
+    return claims[~claims["family"].isin(["table11", "cta", "cta_official", "lm", "diagnostics"])]
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -42,7 +42,6 @@ Holm's adjustment (`stats.holm`) over them.
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from pdelra.results import stats

@@ -1,6 +1,7 @@
 """The sections other parts of the project contribute, each `render(tables_dir, out_dir)`, behind the
 notebook's one convention `render(report)`: `pdelra.reporting.related_section` (its heading is in the
-notebook) and `pdelra.reporting.diagnostics_section` (it prints its own)."""
+notebook), `pdelra.reporting.cta_official_section` (a sub-heading of the related systems) and
+`pdelra.reporting.diagnostics_section` (it prints its own)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pdelra.reporting.sections import Report, say
 
 RELATED = "pdelra.reporting.related_section"
 DIAGNOSTICS = "pdelra.reporting.diagnostics_section"
+CTA_OFFICIAL = "pdelra.reporting.cta_official_section"
 
 
 def _render(module: str, report: Report) -> None:
@@ -27,3 +29,7 @@ def render_related(report: Report) -> None:
 
 def render_diagnostics(report: Report) -> None:
     _render(DIAGNOSTICS, report)
+
+
+def render_cta_official(report: Report) -> None:
+    _render(CTA_OFFICIAL, report)
