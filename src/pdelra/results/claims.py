@@ -207,6 +207,9 @@ class Best:
     kind = "best"
 
 
+PAIR_ORDER_UNIT = "(pairs in order − reversed) / pairs"
+
+
 @dataclass(frozen=True)
 class PairOrder:
     """`cells` are listed in the paper's order, best first; every pair is a one-sided comparison."""
@@ -534,7 +537,7 @@ def _row(claim: Claim, **values: Any) -> dict[str, Any]:
         "source": claim.source,
         "family": claim.family,
         "kind": claim.kind,
-        "unit": claim.metric.unit,
+        "unit": PAIR_ORDER_UNIT if isinstance(claim, PairOrder) else claim.metric.unit,
         "paper_effect": claim.paper_effect,
         "effect": math.nan,
         "ci_low": math.nan,
@@ -677,7 +680,6 @@ def judge_pair_order(claim: PairOrder, values: Sequence[tuple[Cell, SeedValues]]
         claim,
         effect=(sum(in_order) - len(reversed_)) / m,
         n=min(t.n for t in tests),
-        unit=f"(in order − reversed) / {m} pairs",
         verdict_unadjusted=word,
         p_value=p_value,
         method=f"paired t per pair, Holm over the {m} pairs",

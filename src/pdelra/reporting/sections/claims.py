@@ -41,8 +41,15 @@ def render(report: Report) -> None:
     from IPython.display import HTML, display
 
     display(HTML(_claims_html(head)))
+    # The headline accuracy claims that ran; a study whose headline cannot run yet (one task) shows its
+    # Table 11 signs instead. Claims that did not run have no effect to draw.
     ran = head[(head["unit"] == "accuracy") & (head["verdict"] != "not run")]
-    _forest_plot(report, ran if len(ran) else head[head["unit"] == "accuracy"])
+    if ran.empty:
+        signs = table[table["claim_id"].str.startswith(SIGN_PREFIX)]
+        ran = signs[signs["verdict"] != "not run"]
+    if ran.empty:
+        say("_No accuracy claim has run yet: the forest plot of effects follows once one has._")
+    _forest_plot(report, ran)
     _sign_grid(table[table["claim_id"].str.startswith(SIGN_PREFIX)])
 
 
