@@ -68,13 +68,12 @@ def derived_tables(inputs: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame
 
     empty = pd.DataFrame()
     runs = inputs.get("runs", empty)
-    out: dict[str, pd.DataFrame] = {}
-    out |= tables.summarise(inputs)
+    out: dict[str, pd.DataFrame] = {"claims": claims_table(inputs)}
+    out |= tables.summarise({**inputs, "claims": out["claims"]})  # Table 11 shows the claims' gains
     out |= related.summarise(
         inputs.get("lm_runs", empty), inputs.get("lm_dynamics", empty), runs, inputs.get("cost", empty)
     )
     out |= diagnostics.summarise(inputs.get("diagnostics", empty), runs)
-    out["claims"] = claims_table(inputs)
     if set(out) != set(DERIVED_TABLES):
         raise AssertionError(f"derived tables {sorted(out)} differ from DERIVED_TABLES")
     return out

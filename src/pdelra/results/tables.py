@@ -226,15 +226,6 @@ def _get(row: pd.Series | None, column: str) -> float:
     return math.nan if value is None or value != value else float(value)  # NaN != NaN
 
 
-def seed_values(runs: pd.DataFrame, task: str, variant: str, scale: str = MAIN_SCALE) -> dict[int, float]:
-    """{seed: test accuracy} of the completed runs of one base-setting cell."""
-    if runs.empty:
-        return {}
-    done = _completed(_base(runs))
-    cell = done[(done["task"] == task) & (done["variant"] == variant) & (done["scale"] == scale)]
-    return {int(s): float(a) for s, a in zip(cell["seed"], cell["test_accuracy"], strict=True)}
-
-
 def table10_comparison(main: pd.DataFrame) -> pd.DataFrame:
     """Tables 6/10 long form: per variant and task (and `average`) the paper's value, our mean, std, n and
     delta = ours − paper. `n_tasks` counts the tasks with a result; an average over fewer than the paper's
@@ -281,35 +272,40 @@ def table6(comparison: pd.DataFrame) -> pd.DataFrame:
     return avg.sort_values("paper", ascending=False, ignore_index=True)
 
 
-def table11(runs: pd.DataFrame) -> pd.DataFrame:
-    """Table 11: each position's gain over the baseline per task, paired by seed (a seed's difference removes
-    what the seed shares; `pdelra.results.stats.paired`), with its 95 % CI, the relative gain (% of the
-    baseline's mean over the same seeds) and the paper's absolute and relative gains."""
+def table11(runs: pd.DataFrame, claims: pd.DataFrame) -> pd.DataFrame:
+    """Table 11: each position's gain over the baseline per task with its 95 % CI, as the claims table
+    judged it (`table11_sign_{variant}_{task}`: paired by seed, `pdelra.results.claims`; computed there
+    once), the relative gain (% of the baseline's mean over the same seeds) and the paper's gains."""
     import pandas as pd
 
     from pdelra import paper
-    from pdelra.results import stats
+    from pdelra.results.claims import Cell, Metric, RunIndex, seed_values
 
+    judged = claims.set_index("claim_id") if len(claims) else pd.DataFrame()
+    index = RunIndex(runs)
     rows = []
     for variant in paper.POSITIONS:
         for task in paper.TASKS:
-            ours, base = seed_values(runs, task, variant), seed_values(runs, task, BASELINE)
-            est = stats.paired(ours, base)
+            claim_id = f"table11_sign_{variant}_{task}"
+            row = judged.loc[claim_id] if claim_id in judged.index else None
+            ours = seed_values(index, Cell(variant), Metric(tasks=(task,))).values
+            base = seed_values(index, Cell(BASELINE), Metric(tasks=(task,))).values
             shared = set(ours) & set(base)
-            seeds = shared if len(shared) >= 2 else set(base)  # those `paired` compares (Welch: all)
+            seeds = shared if len(shared) >= 2 else set(base)  # those the paired test compares (Welch: all)
             base_mean = sum(base[s] for s in seeds) / len(seeds) if seeds else math.nan
+            gain = math.nan if row is None else float(row["effect"])
             p = paper.TABLE11[variant][task]
             rows.append(
                 {
                     "variant": variant,
                     "task": task,
-                    "gain": est.effect,
-                    "ci_low": est.low,
-                    "ci_high": est.high,
-                    "n": est.n,
-                    "method": est.method,
+                    "gain": gain,
+                    "ci_low": math.nan if row is None else float(row["ci_low"]),
+                    "ci_high": math.nan if row is None else float(row["ci_high"]),
+                    "n": 0 if row is None else int(row["n"]),
+                    "method": "" if row is None else row["method"],
                     "baseline_mean": base_mean,
-                    "relative_pct": 100.0 * est.effect / base_mean if base_mean else math.nan,
+                    "relative_pct": 100.0 * gain / base_mean if base_mean else math.nan,
                     "paper_gain": p["delta"],
                     "paper_relative_pct": p["relative_pct"],
                 }
@@ -776,7 +772,7 @@ def runs_per_cell(runs: pd.DataFrame) -> pd.DataFrame:
 
 def summarise(inputs: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     """The comparisons with the paper the report shows, by name (COMPARISON_TABLES), from the run tables
-    in `inputs` (absent ones empty)."""
+    and the claims in `inputs` (absent ones empty)."""
     import pandas as pd
 
     empty = pd.DataFrame()
@@ -787,7 +783,7 @@ def summarise(inputs: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
     out = {
         "table10_comparison": comparison,
         "table6": table6(comparison),
-        "table11": table11(runs),
+        "table11": table11(runs, inputs.get("claims", empty)),
         "table12": table12(inputs.get("multiscale", empty)),
         "table13": table13(runs),
         "table14": table14(inputs.get("cost", empty), overhead),
