@@ -2,6 +2,7 @@
 
 import inspect
 import json
+import shlex
 import re
 import subprocess
 import sys
@@ -10,6 +11,7 @@ from pathlib import Path
 from snakemake.utils import validate
 
 from pdelra import experiment
+from pdelra import cta_official_grid as cta_grid
 from pdelra import runs as run_layout
 from pdelra.aggregate import AGGREGATE_TABLES
 from pdelra.config_check import config_problems, load_schema, yaml_problem
@@ -323,3 +325,124 @@ wildcard_constraints:
     seed=r"\d+",
     part=r"\d+",
     source=r"lra_release|imdb|cifar10",
+
+
+
+# ----------------------------------------------------------------------------------------------------
+# Packs (config/README.md, `resources.pack`). Snakemake's own job groups do not fit: the Slurm executor
+# runs a group's jobs one after another inside its allocation (profiles/slurm/README.md, "Several runs per
+# GPU"). A pack is one job of the train_pack rule instead - K `pdelra train` processes side by side, each with
+# its own checkpoint folder, log and metrics.json, asking for the task's GPUs once and K times its cores and
+# memory. Its runs' files land in the pack's folder; rule packed_run copies them to the runs' own folders,
+# where every later rule finds them as it finds an unpacked run's.
+# ----------------------------------------------------------------------------------------------------
+PACKS = {
+    (task, variant, scale, setting, experiment.pack_name(seeds)): seeds
+    for task, variant, scale, setting, seeds in experiment.run_packs(config)
+}
+PACK_OF_RUN = {(*cell[:4], seed): cell[4] for cell, seeds in PACKS.items() for seed in seeds}
+PACKED_TASKS = sorted({cell[0] for cell in PACKS})
+PACK_PATTERN = "{task}/{variant}/{scale}/{setting}/{pack}"
+
+
+def task_choice(tasks):
+    """A wildcard constraint matching exactly these tasks (none: a pattern that never matches)."""
+    return "|".join(map(re.escape, tasks)) or "(?!)"
+
+
+def pack_seeds(wildcards):
+    return PACKS[(wildcards.task, wildcards.variant, wildcards.scale, wildcards.setting, wildcards.pack)]
+
+
+def pack_dir(wildcards):
+    """packed_run's input: the folder of the pack its run was trained in."""
+    cell = (wildcards.task, wildcards.variant, wildcards.scale, wildcards.setting)
+    return f"{RESULTS}/packs/{'/'.join(cell)}/{PACK_OF_RUN[(*cell, int(wildcards.seed))]}"
+
+
+def pack_resource(name):
+    """cpus_per_task or mem_mb of a pack job: K times one run's (its GPUs and runtime are one run's)."""
+    return declared(lambda wildcards: _merged("resources", wildcards.task)[name] * len(pack_seeds(wildcards)))
+
+
+@declared
+def pack_script(wildcards, output, resources):
+    """The pack job's command (a params value: editing a run's config reruns its pack, which resumes each
+    run). Each run's `pdelra train` starts in the background with one run's threads, its output in the
+    pack's folder, its checkpoint and log where an unpacked run has them. The script itself outlives the
+    SIGTERM that Slurm sends every process of the job (preemption, time limit): it waits for every trainer
+    to checkpoint, then exits with the last failure's status (75 for a stop: the retry resumes them all)."""
+    cell = "/".join((wildcards.task, wildcards.variant, wildcards.scale, wildcards.setting))
+    lines = [
+        "pids=(); logs=(); status=0",
+        "trap : TERM USR1",
+        f"mkdir -p {shlex.quote(f'{LOGS}/train/{cell}')} {shlex.quote(output[0])}",
+    ]
+    threads = _merged("resources", wildcards.task)["cpus_per_task"]
+    for seed in pack_seeds(wildcards):
+        fields = dict(wildcards.items(), seed=seed)
+        resolved = experiment.run_config(config, SETTINGS, **{k: fields[k] for k in run_layout.RUN_KEYS})
+        run = RUN_PATTERN.format(**fields)
+        log = shlex.quote(f"{LOGS}/train/{run}.log")
+        lines += [
+            f"SLURM_CPUS_PER_TASK={threads} pdelra train"
+            f" --run-config {shlex.quote(json.dumps(resolved, sort_keys=True, separators=(',', ':')))}"
+            f" --data {shlex.quote(parent_dir(manifest(wildcards.task)))}"
+            f" --out {shlex.quote(f'{output[0]}/seed{seed}')}"
+            f" --checkpoint-dir {shlex.quote(f'{RESULTS}/checkpoints/{run}')}"
+            f" --device {job_device(wildcards, resources)} > {log} 2>&1 &",
+            f"pids+=($!); logs+=({log}); echo seed{seed}: pid $!, log {log}",
+        ]
+    lines += [  # a wait cut short by the trap (status > 128, trainer still alive) waits again
+        'for i in "${!pids[@]}"; do',
+        '  while wait "${pids[$i]}"; rc=$?; [ "$rc" -gt 128 ] && kill -0 "${pids[$i]}" 2>/dev/null; do :; done',
+        '  if [ "$rc" -ne 0 ]; then status=$rc; echo "exit $rc: ${logs[$i]}"; tail -n 20 "${logs[$i]}"; fi',
+        "done",
+        'exit "$status"',
+    ]
+    return "\n".join(lines)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Continuous-Time Attention's own experiments (workflow/rules/cta_official.smk)
+# ----------------------------------------------------------------------------------------------------
+
+CTA = config.get("cta_official")
+CTA_RESULTS = f"{RESULTS}/cta_official"
+CTA_PROCESSED = f"{PROCESSED}/{cta_grid.PROCESSED_DIR}"
+CTA_PATTERN = run_layout.RUN_PATTERN.format(
+    task="{cta_task}", variant="{cta_variant}", scale=cta_grid.SCALE, setting="base", seed="{seed}"
+)
+CTA_METRICS = [
+    f"{CTA_RESULTS}/runs/{CTA_PATTERN.format(cta_task=task, cta_variant=variant, seed=seed)}/metrics.json"
+    for task, variant, _, _, seed in cta_grid.runs(CTA)
+]
+# The tables the aggregate rule (report.smk) passes on to the claims and the report; none without the section.
+CTA_OFFICIAL_TABLES = [f"{RESULTS}/tables/{name}.csv" for name in cta_grid.TABLES] if CTA else []
+
+
+def cta_tokenizer(task):
+    """What holds the WordPiece vocab.txt a task is tokenised with: the download, or the generated folder
+    (a directory output: its files cannot be inputs themselves); none for imdb_char."""
+    if task not in cta_grid.WORDPIECE_TASKS:
+        return []
+    if config["data"]["source"] == "real":
+        return [f"{RAW}/downloads/{cta_grid.DOWNLOAD_FILES[cta_grid.VOCAB]}"]
+    return [f"{RAW}/{cta_grid.WORDPIECE}"]
+
+
+@declared
+def cta_tokenizer_option(wildcards, input):
+    if not input.tokenizer:
+        return ""
+    generated = config["data"]["source"] == "generated"
+    tokenizer = Path(input.tokenizer[0])
+    return f"--tokenizer {tokenizer / 'vocab.txt' if generated else tokenizer}"
+
+
+def cta_setting(part, name):
+    """cta_official.{defaults < tasks.{task}}.{part}.{name} of a job (a number when every task agrees)."""
+    values = {cta_grid.merged(CTA, part, task)[name] for task in CTA["tasks"]}
+    if len(values) == 1:
+        return values.pop()
+    return declared(lambda wildcards: cta_grid.merged(CTA, part, wildcards.cta_task)[name])

@@ -4,48 +4,6 @@ the authors' model, and tables/cta_official_runs.csv (+ the official-vs-ours sum
 report. Runs: results/{experiment}/cta_official/runs/{task}/{variant}/h1/base/seed{n}. Without the section
 there are no such jobs and the report's section says "not run". The WikiText-103 LM is not built yet."""
 
-from pdelra import cta_official_grid as cta_grid
-
-CTA = config.get("cta_official")
-CTA_RESULTS = f"{RESULTS}/cta_official"
-CTA_PROCESSED = f"{PROCESSED}/{cta_grid.PROCESSED_DIR}"
-CTA_PATTERN = run_layout.RUN_PATTERN.format(
-    task="{cta_task}", variant="{cta_variant}", scale=cta_grid.SCALE, setting="base", seed="{seed}"
-)
-CTA_METRICS = [
-    f"{CTA_RESULTS}/runs/{CTA_PATTERN.format(cta_task=task, cta_variant=variant, seed=seed)}/metrics.json"
-    for task, variant, _, _, seed in cta_grid.runs(CTA)
-]
-# The tables the aggregate rule (report.smk) passes on to the claims and the report; none without the section.
-CTA_OFFICIAL_TABLES = [f"{RESULTS}/tables/{name}.csv" for name in cta_grid.TABLES] if CTA else []
-
-
-def cta_tokenizer(task):
-    """What holds the WordPiece vocab.txt a task is tokenised with: the download, or the generated folder
-    (a directory output: its files cannot be inputs themselves); none for imdb_char."""
-    if task not in cta_grid.WORDPIECE_TASKS:
-        return []
-    if config["data"]["source"] == "real":
-        return [f"{RAW}/downloads/{cta_grid.DOWNLOAD_FILES[cta_grid.VOCAB]}"]
-    return [f"{RAW}/{cta_grid.WORDPIECE}"]
-
-
-@declared
-def cta_tokenizer_option(wildcards, input):
-    if not input.tokenizer:
-        return ""
-    generated = config["data"]["source"] == "generated"
-    return f"--tokenizer {input.tokenizer[0]}" + ("/vocab.txt" if generated else "")
-
-
-def cta_setting(part, name):
-    """cta_official.{defaults < tasks.{task}}.{part}.{name} of a job (a number when every task agrees)."""
-    values = {cta_grid.merged(CTA, part, task)[name] for task in CTA["tasks"]}
-    if len(values) == 1:
-        return values.pop()
-    return declared(lambda wildcards: cta_grid.merged(CTA, part, wildcards.cta_task)[name])
-
-
 if CTA:
 
     wildcard_constraints:
