@@ -65,7 +65,7 @@ def test_render_saves_every_figure_and_table_from_the_csvs(tmp_path: Path) -> No
 def test_figures_use_paper_labels_and_order_and_draw_no_empty_rows(tmp_path: Path) -> None:
     root = _tables_dir(tmp_path)
     blocks = pd.read_csv(root / "diagnostics_per_block.csv")
-    fig = section.figure_commutator(blocks, "commutator_per_alpha", "commutator", "label")
+    fig = section.figure_commutator(blocks, "commutator_per_alpha", "commutator")
     titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
     assert [t.split(":")[0] for t in titles[: len(TASKS)]] == [TASK_LABELS[t] for t in TASKS]
     first = next(ax for ax in fig.axes if ax.get_title().startswith("ListOps: trained"))

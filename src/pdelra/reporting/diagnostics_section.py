@@ -169,7 +169,7 @@ def _heatmap(ax: Any, grid: pd.DataFrame, vmax: float) -> Any:
     return image
 
 
-def figure_commutator(blocks: pd.DataFrame, trained_column: str, probe_column: str, label: str) -> Any:
+def figure_commutator(blocks: pd.DataFrame, trained_column: str, probe_column: str) -> Any:
     """Per task (columns, the paper's order): the trained commutator per unit α (top) and the probe's
     (bottom) per position and block; positions without a value in a panel are left out, not drawn empty."""
     import matplotlib.pyplot as plt
@@ -194,9 +194,10 @@ def figure_commutator(blocks: pd.DataFrame, trained_column: str, probe_column: s
         len(tasks),
         figsize=(
             1.0 * width * len(tasks) + 2.2 * len(tasks) + 1.5,
-            (0.45 * height + 1.3) * len(rows_present),
+            (0.45 * height + 1.8) * len(rows_present),
         ),
         squeeze=False,
+        layout="constrained",  # titles, tick labels and colour bars never run into the next row
     )
     for r, row in enumerate(rows_present):
         mine = [(t, g) for rr, t, g in panels if rr == row]
@@ -217,8 +218,9 @@ def figure_commutator(blocks: pd.DataFrame, trained_column: str, probe_column: s
             if c:
                 ax.set_yticklabels([])  # positions are named on the first panel of the row
         if image is not None:
-            extra = " per unit α" if row == 0 else ""
-            fig.colorbar(image, ax=list(axes[r]), label=f"{label}{extra}", fraction=0.025, pad=0.01)
+            # A short key: the full quantity is in the caption (a long label outgrows a short row).
+            key = "per unit α" if row == 0 else "probe, α = 0.1"
+            fig.colorbar(image, ax=list(axes[r]), label=key, fraction=0.025, pad=0.01)
     return fig
 
 
@@ -386,7 +388,7 @@ def render(tables_dir: Path, out_dir: Path) -> None:
         )
     blocks = tables["diagnostics_per_block"]
     for name, (trained, probe, label) in COMMUTATOR_FIGURES.items():
-        fig = None if blocks is None or blocks.empty else figure_commutator(blocks, trained, probe, label)
+        fig = None if blocks is None or blocks.empty else figure_commutator(blocks, trained, probe)
         if fig is None:
             display(Markdown(f"*{name}: not run (no commutator measured).*"))
             continue
