@@ -342,4 +342,5 @@ def test_editing_the_diagnostics_code_reruns_only_diagnose_and_what_follows(tmp_
     edited = planned(env=edited_env)
     assert "train" not in edited and "preprocess" not in edited and "generate" not in edited
     added = {rule: n - unchanged.get(rule, 0) for rule, n in edited.items() if n != unchanged.get(rule, 0)}
-    assert added == {"diagnose": 2, "diagnostics_table": 1}
+    # aggregate reads diagnostics.csv (the mechanism test, the diagnostics' summaries and their claims)
+    assert added == {"diagnose": 2, "diagnostics_table": 1, "aggregate": 1}
