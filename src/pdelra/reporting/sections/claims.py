@@ -120,7 +120,7 @@ def _forest_plot(report: Report, acc: pd.DataFrame) -> None:
         fig,
         report.out_dir,
         "claims_forest",
-        "Each accuracy claim's effect with its 95 % CI over seeds (dot colour = verdict, key below) "
+        "Each accuracy claim's effect with its 95 % CI over seeds (dot colour = verdict, key beside it) "
         "beside the paper's value",
     )
 
