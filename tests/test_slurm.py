@@ -75,11 +75,8 @@ def test_profile_leaves_per_task_resources_to_the_rules():
     assert "dvc=1" in profile["resources"]
 
 
-def test_dry_run_requests_come_from_the_config(tmp_path: Path):
-    """A dry run through the profile shows each training job with its task's gpu, memory and runtime."""
-    config = slurm_config()
-    config["tasks"]["retrieval"]["resources"] = {"mem_mb": 700, "runtime": 9}
-    ws = make_workspace(tmp_path / "ws", config)
+def _profile_dry_run(ws: Path) -> str:
+    """`snakemake -n` through the Slurm profile (the test cluster's overrides) in `ws`; its output."""
     proc = subprocess.run(
         snakemake_command(ws, ("--profile", "profiles/slurm", *TEST_OVERRIDES, "-n")),
         cwd=ws,
@@ -89,7 +86,15 @@ def test_dry_run_requests_come_from_the_config(tmp_path: Path):
         timeout=120,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout + proc.stderr
+    return proc.stdout + proc.stderr
+
+
+def test_dry_run_requests_come_from_the_config(tmp_path: Path):
+    """A dry run through the profile shows each training job with its task's gpu, memory and runtime."""
+    config = slurm_config()
+    config["tasks"]["retrieval"]["resources"] = {"mem_mb": 700, "runtime": 9}
+    ws = make_workspace(tmp_path / "ws", config)
+    out = _profile_dry_run(ws)
     assert parse_job_counts(out)["train"] == 4
     # One "rule train:" block per job: its wildcards line names the task, its resources line the requests.
     blocks = re.findall(r"rule train:\n(.*?)\n\n", out, flags=re.S)
@@ -118,16 +123,7 @@ def test_dry_run_packs_a_cells_seeds_into_one_job_with_one_gpu(tmp_path: Path):
     `pdelra plan` counts the same jobs as the dry run."""
     config = _packed_config([0, 1, 2], 2)
     ws = make_workspace(tmp_path / "ws", config)
-    proc = subprocess.run(
-        snakemake_command(ws, ("--profile", "profiles/slurm", *TEST_OVERRIDES, "-n")),
-        cwd=ws,
-        env=tool_env(),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    out = proc.stdout + proc.stderr
+    out = _profile_dry_run(ws)
     counts = parse_job_counts(out)
     assert counts["train"] == 6 and counts["train_pack"] == 4 and counts["packed_run"] == 6, counts
     assert {k: v for k, v in experiment.workflow_jobs(config).items() if k != "all"} == {

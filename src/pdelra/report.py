@@ -341,9 +341,8 @@ def _partial_inputs(experiment_dir: Path, tmp: Path) -> dict[str, Path]:
     """The other tables a partial report includes, as they stand now: the LM runs finished so far
     (`lm/runs`), the diagnostics measured so far (each run folder's cached diagnostics.csv) and the data
     description; each is written into `tmp` and named to `aggregate` (absent parts stay "not run")."""
-    import pandas as pd
-
     from pdelra.aggregate import write_csv_atomic
+    from pdelra.diagnose import collect
     from pdelra.lm.aggregate import aggregate_lm
     from pdelra.runs import find_run_files
 
@@ -354,9 +353,7 @@ def _partial_inputs(experiment_dir: Path, tmp: Path) -> dict[str, Path]:
         extra |= {name: tmp / f"{name}.csv" for name in ("lm_runs", "lm_dynamics")}
     measured = find_run_files(experiment_dir / "runs", "diagnostics.csv")
     if measured:
-        write_csv_atomic(
-            pd.concat([pd.read_csv(p) for p in measured], ignore_index=True), tmp / "diagnostics.csv"
-        )
+        write_csv_atomic(collect(measured), tmp / "diagnostics.csv")  # as `pdelra diagnose table` does
         extra["diagnostics"] = tmp / "diagnostics.csv"
     data = experiment_dir / "tables" / "data.csv"
     if data.is_file():
