@@ -5,6 +5,7 @@
 #   scripts/local-slurm.sh stop   STATE_DIR   stop exactly the daemons that `start` started (by their pid files)
 #   scripts/local-slurm.sh status STATE_DIR   show each daemon and the node; exit 0 only when all are up
 #   scripts/local-slurm.sh env    STATE_DIR   print `export SLURM_CONF=...` for `eval "$(...)"`
+#   scripts/local-slurm.sh install            only install the Debian packages (`make test` does, before its tests)
 #
 # Everything the cluster owns lives in STATE_DIR: configs, logs, spool, pid files, a private munged (its own key and
 # socket) and a private MariaDB behind slurmdbd, so `sacct` works (the Snakemake slurm plugin polls job states with it).
@@ -38,7 +39,7 @@ die() {
 }
 
 usage() {
-    sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 }
 
@@ -133,7 +134,9 @@ SlurmctldPort=$CTLD_PORT
 SlurmdPort=$SLURMD_PORT
 AuthType=auth/munge
 CredType=cred/munge
-AuthInfo=socket=$STATE/munge/munge.socket
+# cred_expire (default 120 s) is also how long a requeued job waits before it may start again (Slurm 22.05:
+# begin time = now + cred_expire + 1). A one-node cluster on loopback launches a step in well under a second.
+AuthInfo=socket=$STATE/munge/munge.socket,cred_expire=15
 MailProg=/bin/true
 StateSaveLocation=$STATE/spool/ctld
 SlurmdSpoolDir=$STATE/spool/d
@@ -376,7 +379,14 @@ cmd_status() {
     return "$all_up"
 }
 
-case ${1:-} in -h | --help | help) usage 0 ;; esac
+case ${1:-} in
+-h | --help | help) usage 0 ;;
+install)
+    [[ $# -eq 1 ]] || usage
+    ensure_packages
+    exit 0
+    ;;
+esac
 [[ $# -eq 2 ]] || usage
 STATE=$(realpath -m -- "$2")
 readonly STATE

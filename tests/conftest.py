@@ -9,6 +9,11 @@ Other test files (workflow, Slurm, DVC) import these; keep their signatures stab
   `workspace` with `.venv/bin` first on PATH (so rules find `pdelra`, `dvc`, `papermill`).
 - `start_snakemake(workspace, *args) -> Popen` the same, in the background, in its own process group.
 - `load_config(name)` reads `tests/configs/{name}.yaml`; `TINY_CONFIG` is the minimal end-to-end experiment.
+- `git_dvc_project(path, remote=None, default=True)` makes `path` a git repository with the project's DVC
+  config, and a DVC remote `store` at `remote` when given.
+- the session fixture `finished_tiny` is the tiny experiment run to the end once (report and DVC version rule
+  included) in such a project; the workflow, DVC and diagnostics tests each work on a copy of it
+  (`copy_workspace`), since training it is most of their cost.
 """
 
 from __future__ import annotations
@@ -179,6 +184,41 @@ def parse_job_counts(text: str) -> dict[str, int]:
         else:
             break
     return counts
+
+
+def git_dvc_project(path: Path, remote: Path | None = None, default: bool = True) -> Path:
+    """A git repository with the project's DVC config and .gitignore, and a remote `store` when given."""
+    path.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(REPO / ".dvc", path / ".dvc", dirs_exist_ok=True, ignore=_IGNORE_DVC)
+    shutil.copy2(REPO / ".dvcignore", path / ".dvcignore")
+    shutil.copy2(REPO / ".gitignore", path / ".gitignore")
+    subprocess.run(["git", "init", "-q"], cwd=path, check=True)
+    if remote is not None:
+        add = ["remote", "add", *(["-d"] if default else []), "store", str(remote)]
+        dvc = [sys.executable, "-m", "dvc", *add]
+        proc = subprocess.run(dvc, cwd=path, env=tool_env(), capture_output=True, text=True)
+        assert proc.returncode == 0, f"dvc {' '.join(add)}: {proc.stderr}"
+    return path
+
+
+@pytest.fixture(scope="session")
+def finished_tiny(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny experiment run to the end (training, diagnostics, report, DVC version rule and push) in a
+    git+DVC project whose remote `store` is named by the config's `dvc.remote`, as a user would set it
+    (not DVC's default remote). Made once per session: tests change only copies of it (`copy_workspace`)."""
+    base = tmp_path_factory.mktemp("finished-tiny")
+    config = load_config(TINY_CONFIG)
+    config["dvc"] = {"remote": "store"}
+    # The workspace first: make_workspace copies the repository's .dvc/config, which has no remote.
+    project = git_dvc_project(make_workspace(base / "ws", config), remote=base / "remote", default=False)
+    run_snakemake(project, "--cores", "2", timeout=600, check=True)
+    return project
+
+
+def copy_workspace(workspace: Path, dest: Path) -> Path:
+    """A copy with the same mtimes and Snakemake's metadata, so it is exactly as up to date as the original;
+    a DVC remote is an absolute path, so the copy pushes to and pulls from the same store."""
+    return Path(shutil.copytree(workspace, dest, symlinks=True))
 
 
 @pytest.fixture

@@ -12,11 +12,10 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import REPO, dry_run_jobs, load_config, make_workspace, run_snakemake, tool_env
+from conftest import REPO, copy_workspace, dry_run_jobs, git_dvc_project, tool_env
 
 from pdelra.versioning import VersioningError, version_experiment
 
@@ -34,31 +33,10 @@ def git(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=False)
 
 
-def dvc(cwd: Path, *args: str) -> None:
-    proc = subprocess.run(
-        [sys.executable, "-m", "dvc", *args], cwd=cwd, env=tool_env(), capture_output=True, text=True
-    )
-    assert proc.returncode == 0, f"dvc {' '.join(args)}: {proc.stderr}"
-
-
 def pdelra(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*PDELRA, *args], cwd=cwd, env=tool_env(), capture_output=True, text=True, timeout=300
     )
-
-
-def git_dvc_project(path: Path, remote: Path | None = None, default: bool = True) -> Path:
-    """A git repository with the project's DVC config and .gitignore, and a remote `store` when given."""
-    path.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(
-        REPO / ".dvc", path / ".dvc", dirs_exist_ok=True, ignore=shutil.ignore_patterns("cache", "tmp")
-    )
-    shutil.copy2(REPO / ".dvcignore", path / ".dvcignore")
-    shutil.copy2(REPO / ".gitignore", path / ".gitignore")
-    git(path, "init", "-q")
-    if remote is not None:
-        dvc(path, "remote", "add", *(["-d"] if default else []), "store", str(remote))
-    return path
 
 
 def tree_digest(folder: Path) -> dict[str, str]:
@@ -150,30 +128,11 @@ def test_artifact_mtimes_survive_add(tmp_path: Path):
 # ---------------------------------------------------------------------------------------------------------
 # The workflow: version rule, push, wipe, pull, nothing to do
 # ---------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def finished_project(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """The tiny experiment run to the end (report + version rule) in a git+DVC project with a local remote.
-
-    The remote is not DVC's default: the config's `dvc.remote` names it, as a user would.
-    """
-    base = tmp_path_factory.mktemp("dvc-e2e")
-    config = load_config("tiny")
-    config["dvc"] = {"remote": "store"}
-    # The workspace first: make_workspace copies the repository's .dvc/config, which has no remote.
-    project = git_dvc_project(make_workspace(base / "proj", config), remote=base / "remote", default=False)
-    run_snakemake(project, "--cores", "2", timeout=600, check=True)
-    yield project
-
-
-def copy_project(project: Path, dest: Path) -> Path:
-    """A copy with the same mtimes; the remote is an absolute path, so the copy uses the same store."""
-    shutil.copytree(project, dest, symlinks=True)
-    return dest
-
-
 @pytest.mark.slow
-def test_version_rule_records_and_pushes_the_experiment(finished_project: Path, tmp_path: Path):
-    project = copy_project(finished_project, tmp_path / "proj")
+def test_version_rule_records_and_pushes_the_experiment(finished_tiny: Path, tmp_path: Path):
+    """finished_tiny (conftest) ran the tiny experiment to the end in a git+DVC project with a local remote
+    that the config's `dvc.remote` names."""
+    project = copy_workspace(finished_tiny, tmp_path / "proj")
     record = json.loads((project / EXPERIMENT / "versioned.json").read_text())
     assert record["pushed"] is True and record["remote"] == "store"
     assert [a["path"] for a in record["artifacts"]] == [f"results/tiny/{n}" for n in ARTIFACTS]
@@ -186,8 +145,8 @@ def test_version_rule_records_and_pushes_the_experiment(finished_project: Path, 
 
 
 @pytest.mark.slow
-def test_push_wipe_pull_leaves_nothing_to_rerun(finished_project: Path, tmp_path: Path):
-    project = copy_project(finished_project, tmp_path / "proj")
+def test_push_wipe_pull_leaves_nothing_to_rerun(finished_tiny: Path, tmp_path: Path):
+    project = copy_workspace(finished_tiny, tmp_path / "proj")
     before = {name: tree_digest(project / EXPERIMENT / name) for name in ARTIFACTS}
 
     # As on another machine: no artifacts, no DVC cache, and no Snakemake metadata (whose recorded checksums

@@ -1,7 +1,8 @@
 """The workflow for real (slow): the tiny experiment end to end, incremental reruns, resume after a kill.
 
-One completed run of tests/configs/tiny.yaml is made per module; each test works on its own copy of it
-(copied with mtimes, and with Snakemake's metadata, so the copy is exactly as up to date as the original).
+One completed run of tests/configs/tiny.yaml is made per session (conftest's `finished_tiny`, shared with
+the DVC and diagnostics tests); each test that changes anything works on its own copy of it (copied with
+mtimes, and with Snakemake's metadata, so the copy is exactly as up to date as the original).
 """
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import signal
 import time
 from pathlib import Path
@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from conftest import dry_run_jobs, load_config, make_workspace, run_snakemake, start_snakemake
+from conftest import copy_workspace, dry_run_jobs, load_config, run_snakemake, start_snakemake
 
 from pdelra.runs import BASE_SETTING, RUN_KEYS, run_dir
 
@@ -26,16 +26,14 @@ pytestmark = pytest.mark.slow
 EXPERIMENT = "tiny"
 
 
-@pytest.fixture(scope="module")
-def completed(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    workspace = make_workspace(tmp_path_factory.mktemp("tiny") / "ws")
-    run_snakemake(workspace, timeout=600, check=True)
-    return workspace
+@pytest.fixture
+def completed(finished_tiny: Path) -> Path:
+    return finished_tiny
 
 
 @pytest.fixture
-def copy_of_completed(completed: Path, tmp_path: Path) -> Path:
-    return Path(shutil.copytree(completed, tmp_path / "ws", symlinks=True))
+def copy_of_completed(finished_tiny: Path, tmp_path: Path) -> Path:
+    return copy_workspace(finished_tiny, tmp_path / "ws")
 
 
 def _edit_config(workspace: Path, edit) -> None:  # type: ignore[no-untyped-def]
