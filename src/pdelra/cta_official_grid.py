@@ -13,7 +13,7 @@ The runs of workflow/rules/cta_official.smk, two kinds:
       none / base                 the standard Transformer (run_language_modeling.py; the steps ablation's 0)
       cta_official_diffusion / steps{n}   diffusion with n PDE steps, n in `steps` and `pde_steps` (Table 4,
                                   run_ablation_pdesteps.py; steps{pde_steps} is Table 3's PDE-Transformer)
-      {kind} / steps{pde_steps}   each of `types` at the official step count (Table 5, run_ablation_pdetype.py)
+      {kind} / steps{pde_steps}   each of `types` at the official steps (Table 5, run_ablation_pdetype.py)
       none, cta_official_diffusion / data{p}   a fraction of the training blocks, p its percentage with "p"
                                   for the point (0.001 → data0p1, 0.05 → data5; run_ablation_datasize.py;
                                   the rows are pdelra.data.cta.subset_rows drawn with the run's seed)
@@ -124,7 +124,8 @@ def lm_runs(section: Mapping[str, Any] | None) -> list[Run]:
     cells |= {(variant, official) for variant in lm["types"]}
     for fraction in lm["data_sizes"]:
         cells |= {("none", data_setting(fraction)), (LM_PDE, data_setting(fraction))}
-    return sorted((LM_TASK, v, SCALE, setting, int(seed)) for v, setting in cells for seed in section["seeds"])
+    seeds = [int(seed) for seed in section["seeds"]]
+    return sorted((LM_TASK, variant, SCALE, setting, seed) for variant, setting in cells for seed in seeds)
 
 
 def lm_run_config(section: Mapping[str, Any], variant: str, setting: str, seed: int | str) -> dict[str, Any]:

@@ -142,7 +142,7 @@ def validate_lm_run_config(config: Any, source: str = "CTA LM run config") -> di
 
 
 def model_config(cfg: dict[str, Any], vocab_size: int, block_size: int) -> Any:
-    """The ModelConfig of OfficialCTALM for a run config (backbone official_cta; the variant picks the row)."""
+    """OfficialCTALM's ModelConfig for a run config (backbone official_cta; the variant picks the row)."""
     from pdelra.model import ModelConfig
 
     try:
@@ -202,9 +202,8 @@ class _LMRun:
         if self.tc["data_fraction"] is not None:
             rows = subset_rows(self.blocks_of, self.tc["data_fraction"], cfg["seed"])
             if len(rows) == 0:
-                raise RunConfigError(
-                    f"train.data_fraction {self.tc['data_fraction']} of {self.blocks_of} training blocks is no block"
-                )
+                share, n = self.tc["data_fraction"], self.blocks_of
+                raise RunConfigError(f"train.data_fraction {share} of {n} training blocks is no block")
             self.splits["train"] = self.splits["train"][rows]
         self.block_size = int(manifest["max_length"])
         self.seeds = derive_seeds(cfg["seed"])
