@@ -145,7 +145,7 @@ def test_the_standard_model_and_a_data_fraction(blocks: Path, tmp_path: Path) ->
 def test_run_config_errors_name_the_key(blocks: Path, tmp_path: Path) -> None:
     bad = _run_config()
     bad["train"]["warmup_steps"] = 10  # the LM warms up over a ratio of all steps
-    with pytest.raises(RunConfigError, match="train.*warmup_steps"):
+    with pytest.raises(RunConfigError, match=r"train.*warmup_steps"):
         validate_lm_run_config(bad)
     with pytest.raises(RunConfigError, match="variant 'cta_diffusion' puts operators at attn_values"):
         train_lm(_run_config("cta_diffusion"), blocks, tmp_path / "r", tmp_path / "c", "cpu")
@@ -261,7 +261,8 @@ def test_lm_table_has_a_row_per_ablation_and_cell() -> None:
     lm = tables.summarise_lm(runs)
     assert list(lm["ablation"].drop_duplicates()) == list(tables.ABLATIONS)
     at = lm.set_index(["ablation", "variant", "setting"])
-    assert at.loc[("standard vs PDE", "none", "base"), "official"] == paper.CTA_OFFICIAL["wikitext103"]["none"]
+    table3 = paper.CTA_OFFICIAL["wikitext103"]
+    assert at.loc[("standard vs PDE", "none", "base"), "official"] == table3["none"]
     for ablation, official in (("standard vs PDE", 1.02), ("steps", 3.36), ("type", 2.15)):
         row = at.loc[(ablation, PDE, "steps4")]  # one run, in three tables
         assert row["official"] == official and row["best_val_perplexity_mean"] == pytest.approx(3.36)
@@ -273,7 +274,9 @@ def test_lm_table_has_a_row_per_ablation_and_cell() -> None:
 
 
 def test_aggregate_reads_the_lm_metrics(trained: dict[str, Any], tmp_path: Path) -> None:
-    path = tmp_path / "cta_official" / "runs" / "wikitext103" / PDE / "h1" / "steps1" / "seed0" / "metrics.json"
+    from pdelra.runs import run_dir
+
+    path = run_dir(tmp_path / "cta_official" / "runs", "wikitext103", PDE, "h1", "steps1", 0) / "metrics.json"
     path.parent.mkdir(parents=True)
     path.write_text(json.dumps(trained))
     written = tables.aggregate([path], tmp_path / "tables")
