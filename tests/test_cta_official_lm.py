@@ -198,7 +198,7 @@ def test_the_grid_runs_the_official_ablations_at_the_official_recipe() -> None:
     with pytest.raises(ValueError, match="unknown WikiText-103 setting 'steps3'"):
         grid.lm_run_config(section, PDE, "steps3", 0)
     demo = grid.lm_runs(_config("demo")["cta_official"])
-    assert demo == [("wikitext103", PDE, "h1", "steps1", 0), ("wikitext103", "none", "h1", "base", 0)]
+    assert demo == [("wikitext103", PDE, "h1", "steps4", 0), ("wikitext103", "none", "h1", "base", 0)]
 
 
 def test_config_check_refuses_an_lm_that_cannot_build() -> None:

@@ -75,8 +75,10 @@ LM_SECTION = "wikitext103"  # its config key under cta_official
 # run_ablation_datasize.py: --pde_type diffusion, the default of src/configs/wikitext103.yaml).
 LM_PDE = "cta_official_diffusion"
 # src/configs/wikitext103.yaml `pde.steps: 4` ("Table 4 shows 4 PDE steps is optimal"): Table 3's
-# PDE-Transformer, Table 5's step count and the data-size ablation's. The paper config's `pde_steps`;
-# the claims (pdelra.results.claims) compare the published numbers at this count.
+# PDE-Transformer, Table 5's step count and the data-size ablation's. The paper config's `pde_steps`; the
+# claims (pdelra.results.claims) and cta_official_lm.csv (which of Tables 3-5 a cell is in) place the
+# published numbers at this count, whatever a config's `pde_steps` (another count trains, but its cells
+# then answer Table 4 only).
 OFFICIAL_LM_STEPS = 4
 
 
