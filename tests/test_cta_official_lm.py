@@ -298,7 +298,7 @@ def test_section_shows_a_table_per_ablation(tmp_path: Path, monkeypatch: pytest.
     tables.summarise_lm(_lm_runs(PAPER_LIKE)).to_csv(folder / "cta_official_lm.csv", index=False)
     section.render(folder, tmp_path / "out")
     names = {a["name"] for a in read_artifacts(tmp_path / "out")}
-    assert {f"cta_official_lm_{k.replace(' ', '_')}" for k in tables.ABLATIONS} <= names
+    assert {f"cta_official_lm_{k.replace(' ', '_').lower()}" for k in tables.ABLATIONS} <= names
     steps = pd.read_csv(tmp_path / "out" / "tables" / "cta_official_lm_steps.csv", dtype=str)
     assert list(steps["PDE steps"]) == ["1", "2", "4", "8"]
     assert list(steps["Official perplexity"]) == ["3.49", "3.42", "3.36", "—"]  # 8 steps: "unstable"

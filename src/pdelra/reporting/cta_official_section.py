@@ -211,7 +211,7 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
         for key, caption in LM_ABLATIONS.items():
             rows = lm[lm["ablation"] == key]
             if len(rows):
-                name = "cta_official_lm_" + key.replace(" ", "_")
+                name = "cta_official_lm_" + key.replace(" ", "_").lower()
                 _show(lm_display(rows), out_dir, name, caption, ("Seeds", "Training data (%)", "PDE steps"))
     claims = _read(tables_dir, "claims")
     rows = None if claims is None else family_claims(claims, FAMILY)
