@@ -19,7 +19,9 @@ code's `datasets.map(batched=True)` does, every batch of 1,000 lines is concaten
 predicts tokens 1..L-1 of a block from the ones before), labels the file line the block starts in.
 
 `subset` (the data-size ablation, run_ablation_datasize.py: fractions 0.001, 0.01, 0.05, 0.1 of the training
-rows): a seeded random `int(N * fraction)` of train rows, val and test copied unchanged.
+rows): a seeded random `int(N * fraction)` of train rows, val and test copied unchanged. The rows are
+`subset_rows(N, fraction, seed)`, which the WikiText-103 trainer (pdelra.cta_official_lm,
+`train.data_fraction`) applies in memory with each run's seed; the workflow uses that, no copy per fraction.
 """
 
 from __future__ import annotations
