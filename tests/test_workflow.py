@@ -129,12 +129,16 @@ def test_fetch_checks_published_md5s_and_records_the_unpublished_one(tmp_path: P
     workspace = make_workspace(tmp_path / "ws", paper_config())
     proc = run_snakemake(workspace, "-n", "-p", timeout=60, check=True)
     fetches = {
-        re.search(r"--out \S+/downloads/(\w+)\.", line)[1]: line
+        re.search(r"--out \S+/downloads/([\w-]+)\.", line)[1]: line
         for line in (proc.stdout + proc.stderr).splitlines()
         if "pdelra fetch " in line
     }
-    # The LRA sources, then Continuous-Time Attention's own (its archives and the WordPiece vocabulary).
-    assert sorted(fetches) == ["agnews", "bert_uncased_vocab", "cifar10", "imdb", "lra_release", "sst2"]
+    # The LRA sources, then Continuous-Time Attention's own (its archives, the WordPiece vocabulary, and
+    # WikiText-103 with the TinyLlama tokenizer for its LM).
+    assert sorted(fetches) == ["agnews", "bert_uncased_vocab", "cifar10", "imdb", "lra_release", "sst2",
+                               "tinyllama_tokenizer", "wikitext-103-v1"]  # fmt: skip
+    assert "--md5 9ddaacaf6af0710eda8c456decff7832" in fetches["wikitext-103-v1"]
+    assert "--md5" not in fetches["tinyllama_tokenizer"]
     assert "--md5 9f81648d4199384278b86e315dac217c" in fetches["sst2"]
     assert "--md5" not in fetches["agnews"]
     assert "--md5 7c2ac02c03563afcf9b574c7e56c153a" in fetches["imdb"]

@@ -320,7 +320,28 @@ def cta_official_problems(config: Mapping[str, Any]) -> list[str]:
                 problems[str(err)] = None
             except (TypeError, ValueError) as err:
                 problems[f"{where}: {err}"] = None
-    return list(problems) + _cta_data_problems(config, section)
+    return list(problems) + _cta_lm_problems(section) + _cta_data_problems(config, section)
+
+
+def _cta_lm_problems(section: Mapping[str, Any]) -> list[str]:
+    """`cta_official.wikitext103`: every run's config is one `pdelra cta-official train-lm` takes and its
+    model builds (d_model divisible by n_heads, …)."""
+    from pdelra import cta_official_grid as grid
+    from pdelra.cta_official_lm import model_config, validate_lm_run_config
+    from pdelra.training.runconfig import RunConfigError
+
+    lm = grid.lm_section(section)
+    if not lm:
+        return []
+    problems: dict[str, None] = {}
+    where = "cta_official.wikitext103"
+    for _, variant, _, setting, _ in grid.lm_runs({**section, "seeds": [0]}):
+        try:
+            cfg = validate_lm_run_config(grid.lm_run_config(section, variant, setting, 0), where)
+            model_config(cfg, vocab_size=2, block_size=lm["block_size"])
+        except RunConfigError as err:
+            problems[f"{where}: {err}" if not str(err).startswith(where) else str(err)] = None
+    return list(problems)
 
 
 def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) -> list[str]:

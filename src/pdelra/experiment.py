@@ -8,8 +8,9 @@ Jobs come in two kinds:
 - training jobs (`training_jobs`): one per run of a training rule, each with the resources it asks for (GPUs,
   minutes for the first attempt: a retry asks for attempt × runtime). `TRAINING_RULES` lists the rules and the
   function expanding each: `train` (the LRA runs of every grid in `run_grids`), `train_pack` (one job per
-  pack of runs of the tasks with `resources.pack` > 1), `lm_train` (PhysQK-AD's LM) and `cta_official_train`
-  (Continuous-Time Attention's own experiments, pdelra.cta_official_grid). A new training rule adds one
+  pack of runs of the tasks with `resources.pack` > 1), `lm_train` (PhysQK-AD's LM), `cta_official_train`
+  (Continuous-Time Attention's own classification runs, pdelra.cta_official_grid) and `cta_lm_train` (its
+  WikiText-103 LM runs). A new training rule adds one
   entry there and its rule;
 - the other jobs (`other_jobs`): data preparation, diagnostics, tables, report and DVC, counted per rule.
 
@@ -214,6 +215,26 @@ def cta_official_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     return jobs
 
 
+def cta_lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
+    """The `cta_lm_train` rule's jobs: Continuous-Time Attention's WikiText-103 LM runs
+    (pdelra.cta_official_grid.lm_runs); none without `cta_official.wikitext103`."""
+    section = config.get("cta_official")
+    lm = cta_official_grid.lm_section(section)
+    if not lm:
+        return []
+    resources = lm["resources"]
+    return [
+        TrainingJob(
+            "cta_lm_train",
+            run,
+            cta_official_grid.lm_run_config(section, run[1], run[3], run[4]),
+            resources["gpu"],
+            resources["runtime"],
+        )
+        for run in cta_official_grid.lm_runs(section)
+    ]
+
+
 @dataclass(frozen=True)
 class TrainingRule:
     expand: Callable[[Mapping[str, Any]], list[TrainingJob]]  # the rule's jobs from the config
@@ -227,6 +248,7 @@ TRAINING_RULES: dict[str, TrainingRule] = {
     "train_pack": TrainingRule(pack_training_jobs, "runs"),
     "lm_train": TrainingRule(lm_training_jobs, "lm/runs"),
     "cta_official_train": TrainingRule(cta_official_training_jobs, cta_official_grid.RUNS_DIR),
+    "cta_lm_train": TrainingRule(cta_lm_training_jobs, cta_official_grid.RUNS_DIR),
 }
 
 

@@ -4,9 +4,9 @@ Every `pdelra train` / `pdelra diagnose` process spends ~3-4 s importing torch a
 `torch.optim` pulls in) before it does any work: on a CPU demo of ~120 small jobs that is most of the wall
 time. `pdelra forkserver run -- CMD …` starts a server that imports them once, runs CMD (e.g. snakemake)
 with PDELRA_FORKSERVER=<socket> in its environment, and stops the server when CMD ends. While that
-variable is set, `pdelra train|diagnose|lm …` (the rules' unchanged shell lines) send their arguments,
-working directory, environment and stdin/stdout/stderr file descriptors to the server, which forks a fresh
-copy of itself to run the command there (`pdelra.cli.main(argv)`) and reports its exit status back.
+variable is set, `pdelra train|diagnose|lm|cta-official …` (the rules' unchanged shell lines) send their
+arguments, working directory, environment and stdin/stdout/stderr file descriptors to the server, which forks
+a fresh copy of itself to run the command there (`pdelra.cli.main(argv)`) and reports its exit status back.
 
 The forked command behaves like a separate process: its own cwd, environment, output files (the rule's
 `> {log} 2>&1`), exit status and signal handling (SIGTERM/SIGINT/SIGUSR1/SIGHUP sent to the client are
@@ -37,13 +37,14 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 ENV = "PDELRA_FORKSERVER"
-FORKED_COMMANDS = ("train", "diagnose", "lm")
+FORKED_COMMANDS = ("train", "diagnose", "lm", "cta-official")  # cta-official: train-lm (and aggregate)
 PRELOAD = (
     "torch",
     "torch._dynamo",
     "torch.optim",
     "pdelra.training.runner",
     "pdelra.model",
+    "pdelra.cta_official_lm",
     "pdelra.diagnose",
 )
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)

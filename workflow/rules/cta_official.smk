@@ -1,21 +1,26 @@
 """Continuous-Time Attention's own experiments (config key `cta_official`; pdelra.cta_official_grid): their
 sources (downloaded with DVC, or generated), `pdelra preprocess-cta`, one `pdelra train` job per run with
 the authors' model, and tables/cta_official_runs.csv (+ the official-vs-ours summary) for the claims and the
-report. Runs: results/{experiment}/cta_official/runs/{task}/{variant}/h1/base/seed{n}. Without the section
-there are no such jobs and the report's section says "not run". The WikiText-103 LM is not built yet."""
+report. Runs: results/{experiment}/cta_official/runs/{task}/{variant}/h1/base/seed{n}; the WikiText-103 causal LM
+(`cta_official.wikitext103`: `pdelra cta-official train-lm`, one job per run) under
+.../runs/wikitext103/{variant}/h1/{setting}/seed{n}, its setting naming the ablation (base, steps{n},
+data{p}; pdelra.cta_official_grid). Without the section there are no such jobs and the report's section
+says "not run"."""
 
 if CTA:
 
     wildcard_constraints:
         cta_task="|".join(cta_grid.TASKS),
         cta_variant="|".join(cta_grid.VARIANTS),
-        cta_source="|".join(cta_grid.ARCHIVES + (cta_grid.WORDPIECE,)),
+        cta_source="|".join(cta_grid.ARCHIVES + (cta_grid.WORDPIECE, cta_grid.BPE)),
+        cta_lm_setting="|".join(map(re.escape, cta_grid.lm_settings(CTA))) or "(?!)",
         cta_download="|".join(map(re.escape, cta_grid.DOWNLOAD_FILES.values())),
 
     if config["data"]["source"] == "generated":
 
         rule cta_generate:
-            """A generated stand-in for AG News, SST-2 or the WordPiece vocab.txt (pdelra generate)."""
+            """A generated stand-in for AG News, SST-2, WikiText-103, the WordPiece vocab.txt or the BPE
+            tokenizer.json (pdelra generate)."""
             localrule: True
             output:
                 directory(f"{RAW}/{{cta_source}}"),
@@ -53,7 +58,8 @@ if CTA:
                 "pdelra fetch --url {params.url} --out {output} {params.md5} > {log} 2>&1"
 
         rule cta_extract:
-            """Unpack AG News or SST-2 into its raw folder (pdelra extract; tar or zip told by content)."""
+            """Unpack AG News, SST-2 or WikiText-103 into its raw folder (pdelra extract; tar or zip told
+            by content)."""
             localrule: True
             input:
                 lambda w: f"{RAW}/downloads/{cta_grid.DOWNLOAD_FILES[w.cta_source]}",
@@ -117,8 +123,66 @@ if CTA:
             "pdelra train --run-config '{params.run_config}' --data {params.data}"
             " --out {params.out} --checkpoint-dir {params.checkpoints} --device {params.device} > {log} 2>&1"
 
+    if CTA_LM:
+
+        rule cta_lm_preprocess:
+            """WikiText-103 as LM blocks of block_size TinyLlama tokens (pdelra preprocess-cta wikitext103)."""
+            localrule: True
+            input:
+                raw=f"{RAW}/wikitext103",
+                tokenizer=cta_lm_tokenizer(),
+            output:
+                f"{CTA_PROCESSED}/{cta_grid.LM_TASK}/manifest.json",
+            params:
+                out=lambda wildcards, output: parent_dir(output[0]),
+                tokenizer=lambda wildcards, input: (
+                    f"{input.tokenizer}/tokenizer.json"
+                    if config["data"]["source"] == "generated"
+                    else input.tokenizer
+                ),
+                block_size=CTA_LM["block_size"],
+            log:
+                f"{LOGS}/data/cta_preprocess_{cta_grid.LM_TASK}.log",
+            conda:
+                PDELRA_ENV
+            shell:
+                "pdelra preprocess-cta wikitext103 --raw {input.raw} --tokenizer {params.tokenizer}"
+                " --out {params.out} --max-length {params.block_size} > {log} 2>&1"
+
+        rule cta_lm_train:
+            """One WikiText-103 LM run of the authors' model and recipe (pdelra cta-official train-lm); exit 75
+            after checkpointing when preempted (a retry resumes)."""
+            input:
+                rules.cta_lm_preprocess.output,
+            output:
+                f"{CTA_RESULTS}/runs/{CTA_LM_PATTERN}/metrics.json",
+            params:
+                run_config=lambda w: json.dumps(
+                    cta_grid.lm_run_config(CTA, w.cta_variant, w.cta_lm_setting, w.seed),
+                    sort_keys=True,
+                    separators=(",", ":"),
+                ),
+                data=input_dir,
+                out=output_dir,
+                checkpoints=f"{CTA_RESULTS}/checkpoints/{CTA_LM_PATTERN}",
+                device=job_device,
+            log:
+                f"{LOGS}/cta_official/{CTA_LM_PATTERN}.log",
+            threads: CTA_LM["resources"]["cpus_per_task"]
+            resources:
+                gpu=CTA_LM["resources"]["gpu"],
+                cpus_per_task=CTA_LM["resources"]["cpus_per_task"],
+                mem_mb=CTA_LM["resources"]["mem_mb"],
+                runtime=lambda wildcards, attempt: CTA_LM["resources"]["runtime"] * attempt,
+            conda:
+                PDELRA_ENV
+            shell:
+                "pdelra cta-official train-lm --run-config '{params.run_config}' --data {params.data}"
+                " --out {params.out} --checkpoint-dir {params.checkpoints} --device {params.device} > {log} 2>&1"
+
     rule cta_official_aggregate:
-        """cta_official_runs.csv (one row per run) and cta_official_summary.csv (official vs ours)."""
+        """cta_official_runs.csv (one row per run), cta_official_summary.csv (official vs ours, Tables 1-2)
+        and cta_official_lm.csv (the WikiText-103 LM per variant and setting, Tables 3-5)."""
         localrule: True
         input:
             CTA_METRICS,

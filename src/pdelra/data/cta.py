@@ -19,7 +19,9 @@ code's `datasets.map(batched=True)` does, every batch of 1,000 lines is concaten
 predicts tokens 1..L-1 of a block from the ones before), labels the file line the block starts in.
 
 `subset` (the data-size ablation, run_ablation_datasize.py: fractions 0.001, 0.01, 0.05, 0.1 of the training
-rows): a seeded random `int(N * fraction)` of train rows, val and test copied unchanged.
+rows): a seeded random `int(N * fraction)` of train rows, val and test copied unchanged. The rows are
+`subset_rows(N, fraction, seed)`, which the WikiText-103 trainer (pdelra.cta_official_lm,
+`train.data_fraction`) applies in memory with each run's seed; the workflow uses that, no copy per fraction.
 """
 
 from __future__ import annotations
@@ -266,6 +268,16 @@ def _language_model(raw: Path, tokenizer_file: Path, out: Path, block_size: int)
     }  # fmt: skip
 
 
+def subset_rows(n: int, fraction: float, seed: int) -> np.ndarray:
+    """The data-size ablation's training rows: `int(n * fraction)` of range(n) (the ablation script's
+    num_samples), drawn by a permutation seeded with `seed`, in increasing order. A pure function of its
+    arguments, so `subset` and the official LM trainer (pdelra.cta_official_lm) draw the same rows; the
+    rows for a smaller fraction are not nested in a larger one's (the official script draws each anew)."""
+    if not 0 < fraction <= 1:
+        raise DataError(None, f"data fraction must be in (0, 1], got {fraction}")
+    return np.sort(np.random.default_rng(seed).permutation(n)[: int(n * fraction)])
+
+
 def subset(source: Path, out: Path, fraction: float, seed: int) -> dict[str, Any]:
     """Write `out`: a seeded `int(N * fraction)` of `source`'s train rows, its val and test as they are."""
     if not 0 < fraction <= 1:
@@ -276,10 +288,10 @@ def subset(source: Path, out: Path, fraction: float, seed: int) -> dict[str, Any
     if manifest["task"] == "retrieval":
         raise DataError(source, "subset copies single-document rows; retrieval's pairs are not supported")
     n = manifest["counts"]["train"]
-    keep = int(n * fraction)  # the ablation script's num_samples
+    rows = subset_rows(n, fraction, seed)
+    keep = len(rows)
     if keep == 0:
         raise DataError(source / store.MANIFEST_NAME, f"{fraction} of {n} training rows is no row")
-    rows = np.sort(np.random.default_rng(seed).permutation(n)[:keep])
     created = not out.exists()
     store.begin_task(out)
     try:

@@ -1,6 +1,7 @@
 """Report section: Continuous-Time Attention as its authors run it (display only).
 
-Reads `cta_official_summary.csv` (pdelra.results.cta_official: official vs ours per task × variant) and the
+Reads `cta_official_summary.csv` (pdelra.results.cta_official: official vs ours per task × variant),
+`cta_official_lm.csv` (the WikiText-103 LM: a table per ablation, Tables 3-5 and the data sizes) and the
 rows of `claims.csv` whose family is `cta_official`; computes no statistic. Shows the recipe's deviations
 from the official scripts and the table of differences between the official operator and the pipeline's
 reading of the abstract (the `cta_*` rows), parsed from pdelra.cta_official's module docstring (its one
@@ -34,10 +35,12 @@ DEVIATIONS = (
     "**Batches**: theirs pad every example to the maximum length; `pdelra train` trims each batch to its "
     "longest example. Padding is masked in attention, the PDE step and the mean pooling alike, so this "
     "changes no value up to float rounding; the position parameter is the same slice either way.",
-    "**Not built yet**: the WikiText-103 causal LM (Tables 3–5: PDE vs standard, the steps ablation "
-    "{1, 2, 4, 8}, the type ablation and the data-size ablation at fractions 0.001, 0.01, 0.05, 0.1). Its "
-    "data steps exist (`pdelra preprocess-cta wikitext103`, `pdelra subset`) and its claims are listed as "
-    "*not run*; `pdelra lm train` does not train the official causal LM.",
+    "**WikiText-103 (Tables 3–5)**: `pdelra cta-official train-lm` keeps their schedule (LinearLR from "
+    "0.1 × lr over the first 10 % of steps, then constant), float32 and their loss; it adds the test "
+    "perplexity at the best-validation weights (they evaluate on validation only), a seeded shuffle per "
+    "epoch, and draws the data-size ablation's blocks with each run's seed (`pdelra.data.cta.subset_rows`; "
+    "theirs: one `torch.randperm` after seeding 42). Table 3's PDE run, Table 4's 4 steps and Table 5's "
+    "diffusion are one configuration, trained once per seed.",
 )
 
 
@@ -74,6 +77,40 @@ def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
                 "Ours (%)": _percent(r["test_accuracy_mean"]),
                 "Ours sd (pp)": _percent(r["test_accuracy_std"]),
                 "Ours − official (pp)": _percent(r["ours_minus_official"], signed=True),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+LM_ABLATIONS = {  # cta_official_lm.csv's `ablation` → the table's caption
+    "standard vs PDE": "Table 3: standard vs PDE-Transformer (diffusion at the official steps)",
+    "steps": "Table 4: PDE steps (diffusion)",
+    "type": "Table 5: PDE type at the official steps",
+    "data size": "The data-size ablation (run_ablation_datasize.py): a fraction of the training blocks",
+}
+
+
+def _number(value: Any, spec: str = "{:.2f}") -> str:
+    return MISSING if is_missing(value) else spec.format(float(value))
+
+
+def lm_display(table: pd.DataFrame) -> pd.DataFrame:
+    """Rows of cta_official_lm.csv for display: perplexities to 2 decimals, the fraction in %."""
+    import pandas as pd
+
+    rows = []
+    for _, r in table.iterrows():
+        n, n_runs = int(r["n"]), int(r["n_runs"])
+        rows.append(
+            {
+                "Model": _variant(r["variant"]),
+                "PDE steps": _number(r["cta_steps"], "{:.0f}"),
+                "Training data (%)": _number(100 * float(r["data_fraction"]), "{:g}"),
+                "Seeds": f"{n}" if n == n_runs else f"{n} of {n_runs}",
+                "Official perplexity": _number(r["official"]),
+                "Ours: best val perplexity": _number(r["best_val_perplexity_mean"]),
+                "Ours sd": _number(r["best_val_perplexity_std"]),
+                "Ours: test perplexity": _number(r["test_perplexity_mean"]),
             }
         )
     return pd.DataFrame(rows)
@@ -161,6 +198,21 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
             "Official accuracy beside ours (mean over seeds) per task and model",
             ("Seeds",),
         )
+    lm = _read(tables_dir, "cta_official_lm")
+    if lm is None:
+        _say("_WikiText-103 (Tables 3–5): not run; add `cta_official.wikitext103` to the config._")
+    else:
+        _say(
+            "The authors' causal LM (`OfficialCTALM`: causal attention, causal stencils) on WikiText-103 "
+            "blocks of their tokenizer, trained with their recipe by `pdelra cta-official train-lm`. "
+            "Perplexity: exp of the mean next-token nats over the validation split at the best epoch (their "
+            "`min(history['val_ppl'])`), mean over seeds; test at the best-validation weights."
+        )
+        for key, caption in LM_ABLATIONS.items():
+            rows = lm[lm["ablation"] == key]
+            if len(rows):
+                name = "cta_official_lm_" + key.replace(" ", "_").lower()
+                _show(lm_display(rows), out_dir, name, caption, ("Seeds", "Training data (%)", "PDE steps"))
     claims = _read(tables_dir, "claims")
     rows = None if claims is None else family_claims(claims, FAMILY)
     if rows is None or rows.empty:

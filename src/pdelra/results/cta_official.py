@@ -1,23 +1,32 @@
-"""`pdelra cta-official aggregate`: Continuous-Time Attention's own runs → tables/cta_official_runs.csv and
-tables/cta_official_summary.csv (workflow/rules/cta_official.smk).
+"""`pdelra cta-official aggregate`: Continuous-Time Attention's own runs → tables/cta_official_runs.csv,
+tables/cta_official_summary.csv and tables/cta_official_lm.csv (workflow/rules/cta_official.smk); and
+`pdelra cta-official train-lm` (pdelra.cta_official_lm), the WikiText-103 LM trainer.
 
 - `cta_official_runs.csv`: one row per run, whatever became of it, with the columns of runs.csv
-  (pdelra.aggregate.RUN_COLUMNS; the same reader, so a misplaced or broken metrics.json is caught alike).
-  The claims of family `cta_official` are judged on it (pdelra.results.claims.cta_official_claims).
-- `cta_official_summary.csv` (`summarise`): per task × variant, completed runs' test accuracy mean and
-  standard deviation beside the published number (pdelra.paper.CTA_OFFICIAL) and ours − official.
+  (pdelra.aggregate.RUN_COLUMNS; the same reader, so a misplaced or broken metrics.json is caught alike)
+  and the LM's `best_val_perplexity`, `test_perplexity`, `final_val_perplexity`, `data_fraction` and
+  `cta_steps` (empty for classification). The claims of family `cta_official` are judged on it
+  (pdelra.results.claims.cta_official_claims).
+- `cta_official_summary.csv` (`summarise`): per classification task × variant, completed runs' test
+  accuracy mean and standard deviation beside the published number (pdelra.paper.CTA_OFFICIAL) and ours −
+  official.
+- `cta_official_lm.csv` (`summarise_lm`): Tables 3-5 and the data-size ablation, a row per ablation and
+  WikiText-103 cell (variant × setting): its PDE steps and fraction of the training blocks, completed runs'
+  best validation perplexity (mean, sd) and test perplexity (mean), and the published perplexity of that
+  table where the paper gives one.
 """
 
 from __future__ import annotations
 
 import argparse
 import logging
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
-from pdelra.cta_official_grid import TABLES
+from pdelra.cta_official_grid import LM_PDE, LM_TASK, OFFICIAL_LM_STEPS, TABLES, steps_setting
 from pdelra.runs import RUN_KEYS
 
 if TYPE_CHECKING:
@@ -26,6 +35,21 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMPLETED = "completed"
+# The LM's columns of cta_official_runs.csv, read from its metrics.json (pdelra.cta_official_lm).
+LM_COLUMNS = ("best_val_perplexity", "test_perplexity", "final_val_perplexity", "data_fraction")
+LM_TABLE_COLUMNS = (
+    "ablation",
+    "variant",
+    "setting",
+    "cta_steps",
+    "data_fraction",
+    "n_runs",
+    "n",
+    "best_val_perplexity_mean",
+    "best_val_perplexity_std",
+    "test_perplexity_mean",
+    "official",
+)
 SUMMARY_COLUMNS = (
     "task",
     "variant",
@@ -53,17 +77,102 @@ def runs_table(metrics_files: Iterable[Path]) -> pd.DataFrame:
     if len(duplicates):
         raise MetricsError(f"the same run appears twice: {duplicates['metrics_path'].tolist()}")
     runs["test_accuracy"] = pd.to_numeric(runs["test_accuracy"], errors="coerce")
+    lm = pd.DataFrame([_lm_fields(Path(p)) for p in runs["metrics_path"]], columns=[*LM_COLUMNS, "cta_steps"])
+    for column in lm.columns:
+        runs[column] = pd.to_numeric(lm[column], errors="coerce")
     return runs
 
 
+def _lm_fields(path: Path) -> dict[str, Any]:
+    """The LM's perplexities, fraction and steps from one metrics.json (None where it has none)."""
+    import json
+
+    metrics = json.loads(path.read_text())
+    if metrics.get("task") != LM_TASK:
+        return {}
+    model = (metrics.get("run_config") or {}).get("model") or {}
+    return {**{k: metrics.get(k) for k in LM_COLUMNS}, "cta_steps": model.get("cta_steps")}
+
+
+ABLATIONS = ("standard vs PDE", "steps", "type", "data size")  # Tables 3, 4, 5 and the data-size script
+
+
+def ablations(variant: str, setting: str, official_steps: int = OFFICIAL_LM_STEPS) -> list[str]:
+    """The official LM experiments a (variant, setting) cell belongs to: `standard vs PDE` (Table 3:
+    none/base and diffusion at the official steps), `steps` (Table 4: diffusion at steps{n}), `type`
+    (Table 5: every kind at the official steps), `data size` (data{p}). Diffusion at the official steps is
+    in the first three."""
+    official = steps_setting(official_steps)
+    if setting.startswith("data"):
+        return ["data size"]
+    if variant == "none":
+        return ["standard vs PDE"]
+    if variant == LM_PDE:
+        return ["standard vs PDE", "steps", "type"] if setting == official else ["steps"]
+    return ["type"]
+
+
+def published(ablation: str, variant: str, setting: str) -> float:
+    """The paper's perplexity for a cell in one ablation (Table 3, 4 or 5); NaN where it gives none (8
+    steps: "unstable"; the data-size ablation has no table of numbers)."""
+    if ablation == "standard vs PDE":
+        return paper.CTA_OFFICIAL[LM_TASK].get(variant, math.nan)
+    if ablation == "steps":
+        return paper.CTA_OFFICIAL_STEPS.get(int(setting.removeprefix("steps")), math.nan)
+    if ablation == "type":
+        return paper.CTA_OFFICIAL_TYPES.get(variant, math.nan)
+    return math.nan
+
+
+def summarise_lm(runs: pd.DataFrame | None, official_steps: int = OFFICIAL_LM_STEPS) -> pd.DataFrame:
+    """cta_official_lm.csv: per ablation (ABLATIONS' order) and WikiText-103 cell (variant × setting, by
+    fraction, steps, variant): runs, completed runs, the mean and sample sd of their best validation
+    perplexity, the mean test perplexity and the published number of that table. A cell in several
+    ablations (diffusion at the official steps) has a row in each, with the same statistics."""
+    import pandas as pd
+
+    rows: list[dict[str, Any]] = []
+    lm = None if runs is None or not len(runs) else runs[runs["task"] == LM_TASK]
+    if lm is not None and len(lm):
+        for (variant, setting), group in lm.groupby(["variant", "setting"], sort=True):
+            done = group[group["status"] == COMPLETED]
+            best = pd.to_numeric(done["best_val_perplexity"], errors="coerce").dropna()
+            test = pd.to_numeric(done["test_perplexity"], errors="coerce").dropna()
+            fraction = pd.to_numeric(group["data_fraction"], errors="coerce").dropna()
+            steps = pd.to_numeric(group["cta_steps"], errors="coerce").dropna()
+            cell = {
+                "variant": variant,
+                "setting": setting,
+                "cta_steps": int(steps.iloc[0]) if variant != "none" and len(steps) else math.nan,
+                "data_fraction": float(fraction.iloc[0]) if len(fraction) else 1.0,
+                "n_runs": len(group),
+                "n": len(best),
+                "best_val_perplexity_mean": best.mean() if len(best) else math.nan,
+                "best_val_perplexity_std": best.std(ddof=1) if len(best) > 1 else math.nan,
+                "test_perplexity_mean": test.mean() if len(test) else math.nan,
+            }
+            for name in ablations(str(variant), str(setting), official_steps):
+                official = published(name, str(variant), str(setting))
+                rows.append({"ablation": name, **cell, "official": official})
+    frame = pd.DataFrame(rows, columns=list(LM_TABLE_COLUMNS))
+    if len(frame):
+        rank = {name: i for i, name in enumerate(ABLATIONS)}
+        frame = frame.assign(_rank=frame["ablation"].map(rank))
+        frame = frame.sort_values(
+            ["_rank", "data_fraction", "cta_steps", "variant"], na_position="first", ignore_index=True
+        ).drop(columns="_rank")
+    return frame
+
+
 def summarise(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per task × variant (in the runs' order): runs, completed runs, their mean and sample std of test
-    accuracy, the published accuracy and ours − official (empty where none is published)."""
+    """Per classification task × variant (in the runs' order): runs, completed runs, their mean and sample
+    std of test accuracy, the published accuracy and ours − official (empty where none is published)."""
     import pandas as pd
 
     rows: list[dict[str, Any]] = []
     if runs is not None and len(runs):
-        for (task, variant), group in runs.groupby(["task", "variant"], sort=True):
+        classification = runs[runs["task"] != LM_TASK]  # the LM has perplexities: summarise_lm
+        for (task, variant), group in classification.groupby(["task", "variant"], sort=True):
             done = group[group["status"] == COMPLETED]["test_accuracy"].dropna().astype(float)
             mean = done.mean() if len(done) else float("nan")
             official = paper.CTA_OFFICIAL.get(str(task), {}).get(str(variant), float("nan"))
@@ -87,7 +196,7 @@ def aggregate(metrics_files: Iterable[Path], out: Path) -> dict[str, pd.DataFram
     from pdelra.aggregate import write_csv_atomic
 
     runs = runs_table(metrics_files)
-    tables = dict(zip(TABLES, (runs, summarise(runs)), strict=True))
+    tables = dict(zip(TABLES, (runs, summarise(runs), summarise_lm(runs)), strict=True))
     for name, frame in tables.items():
         write_csv_atomic(frame, Path(out) / f"{name}.csv")
     not_done = int((runs["status"] != COMPLETED).sum())
@@ -100,6 +209,21 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_lm(args: argparse.Namespace) -> int:
+    from pdelra.data.errors import DataError
+    from pdelra.training.runconfig import RunConfigError
+
+    try:
+        from pdelra.cta_official_lm import train_from_args
+
+        return train_from_args(
+            args.run_config, args.data, args.out, args.checkpoint_dir, args.device, args.allow_cpu
+        )
+    except (RunConfigError, DataError) as exc:
+        log.error("%s", exc)
+        return 2
+
+
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "cta-official",
@@ -110,10 +234,31 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="cta_official_command", metavar="ACTION", required=True)
     agg = sub.add_parser(
         "aggregate",
-        help="the runs' metrics.json → cta_official_runs.csv and cta_official_summary.csv",
-        description="Read each run's metrics.json and write cta_official_runs.csv and "
-        "cta_official_summary.csv into --out.",
+        help="the runs' metrics.json → cta_official_runs.csv, cta_official_summary.csv, cta_official_lm.csv",
+        description="Read each run's metrics.json and write cta_official_runs.csv, "
+        "cta_official_summary.csv and cta_official_lm.csv into --out.",
     )
     agg.add_argument("metrics", nargs="+", type=Path, help="metrics.json files of the cta_official runs")
     agg.add_argument("--out", type=Path, required=True, help="folder for the CSV tables (created if missing)")
     agg.set_defaults(func=_run)
+
+    from pdelra.training.cli import add_device_arguments
+
+    train = sub.add_parser(
+        "train-lm",
+        help="train one WikiText-103 LM run (OfficialCTALM), write its metrics.json (exit 75: resume)",
+        description="One run of the authors' WikiText-103 LM with their recipe (pdelra.cta_official_lm); "
+        "exit 0 when completed or diverged, 75 when interrupted after a checkpoint (rerun to resume), 2 for "
+        "a bad run config or data.",
+    )
+    train.add_argument(
+        "--run-config",
+        required=True,
+        metavar="FILE_OR_JSON",
+        help="task wikitext103, variant, scale, setting, seed, model, train (pdelra.cta_official_lm)",
+    )
+    train.add_argument("--data", type=Path, required=True, help="`pdelra preprocess-cta wikitext103` folder")
+    train.add_argument("--out", type=Path, required=True, help="run folder for metrics.json")
+    train.add_argument("--checkpoint-dir", type=Path, required=True, help="checkpoint folder")
+    add_device_arguments(train)
+    train.set_defaults(func=_train_lm)
