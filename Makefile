@@ -26,22 +26,16 @@ demo: $(STAMP)
 	$(BIN)/pdelra forkserver run -- $(BIN)/snakemake --workflow-profile workflow/profiles/default \
 		--configfile config/demo.yaml
 
-# The Debian tools tests use: pdflatex (Debian's TeX) compiles the report's LaTeX tables. Installed when
-# missing and possible (apt-get as root); otherwise those tests skip and say why.
-TEX_PACKAGES := texlive-latex-base texlive-latex-recommended
+# The Debian tools the tests use (TeX, Chromium, the Slurm daemons), installed before the tests start when
+# missing and possible: scripts/install-test-tools.sh says which and why.
 test-tools:
-	@{ command -v pdflatex && kpsewhich booktabs.sty pdflscape.sty; } >/dev/null 2>&1 || { \
-		if [ "$$(id -u)" != 0 ] || ! command -v apt-get >/dev/null; then \
-			echo "make: pdflatex is missing and cannot be installed here (needs apt-get as root)"; \
-		else \
-			echo "make: installing $(TEX_PACKAGES) for the LaTeX tests"; \
-			export DEBIAN_FRONTEND=noninteractive; \
-			log=$$( { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
-				$(TEX_PACKAGES); } 2>&1 ) || echo "make: could not install them: $$(tail -n 3 <<< "$$log")"; \
-		fi; }
+	@scripts/install-test-tools.sh
 
+# Two workers (pytest-xdist), one per core: most of the slow tests wait on subprocesses, Slurm or Snakemake
+# for much of their time. tests/conftest.py groups the tests so that each module (and the tests sharing one
+# trained workspace) stays on one worker, the longest groups first.
 test: $(STAMP) test-tools
-	$(BIN)/pytest
+	$(BIN)/pytest -n 2 --dist loadgroup --no-loadscope-reorder
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

