@@ -244,6 +244,8 @@ def _group(item: pytest.Item) -> str:
     return item.path.stem
 
 
+# tryfirst: xdist's own hook reads the xdist_group marks (it appends the group to each test's id).
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     groups = {item.nodeid: _group(item) for item in items}
     for item in items:
