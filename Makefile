@@ -35,7 +35,7 @@ test-tools:
 # for much of their time. tests/conftest.py groups the tests so that each module (and the tests sharing one
 # trained workspace) stays on one worker, the longest groups first.
 test: $(STAMP) test-tools
-	$(BIN)/pytest -n 2 --dist loadgroup --no-loadscope-reorder
+	$(BIN)/pytest -n 2
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -228,28 +228,37 @@ def workspace(tmp_path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Two workers (`make test`: pytest -n 2 --dist loadgroup)
+# Two workers (`make test`: pytest -n 2)
 # ---------------------------------------------------------------------------------------------------------
+# Each worker takes whole groups: a group is a test module, so its module fixtures are built once, except that
+# the modules whose slow tests work on `finished_tiny` form one group, so it is trained once. The longest
+# groups go first, so that neither worker is left alone with one of them at the end (measured on the 2-core
+# machine: the Slurm module ~6 min, the finished_tiny group ~3 min).
 SHARED_WORKSPACE_GROUP = "finished_tiny"
-# The longest groups go first, so that neither worker is left with one of them at the end (measured on the
-# 2-core machine: the Slurm module ~7 min, the tests on finished_tiny ~3 min).
+SHARED_WORKSPACE_MODULES = ("test_workflow_run", "test_dvc", "test_diagnostics_run")
 FIRST_GROUPS = ("test_slurm", SHARED_WORKSPACE_GROUP)
 
 
-def _group(item: pytest.Item) -> str:
-    """A test's worker group: its module, so module fixtures are built once; the tests on the session's one
-    trained workspace (`finished_tiny`) share a group across modules, so it is built once too."""
-    if "finished_tiny" in getattr(item, "fixturenames", ()):
-        return SHARED_WORKSPACE_GROUP
-    return item.path.stem
+def worker_group(nodeid: str) -> str:
+    """The worker group of a test, from its id ("tests/test_dvc.py::test_x[1]" → "finished_tiny")."""
+    module = Path(nodeid.split("::", 1)[0]).stem
+    return SHARED_WORKSPACE_GROUP if module in SHARED_WORKSPACE_MODULES else module
 
 
-# tryfirst: xdist's own hook reads the xdist_group marks (it appends the group to each test's id).
-@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    groups = {item.nodeid: _group(item) for item in items}
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(groups[item.nodeid]))
     rank = {group: i for i, group in enumerate(FIRST_GROUPS)}
     # A stable sort: within a group, and among the other groups, collection order is kept.
-    items.sort(key=lambda item: rank.get(groups[item.nodeid], len(rank)))
+    items.sort(key=lambda item: rank.get(worker_group(item.nodeid), len(rank)))
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """Whole groups per worker, in collection order. (xdist's own `--dist loadgroup` cannot do this under
+    pytest 9: it renames test ids through an attribute pytest no longer reads.)"""
+    from xdist.scheduler import LoadScopeScheduling
+
+    class GroupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    config.option.loadscopereorder = False  # keep FIRST_GROUPS first
+    return GroupScheduling(config, log)
