@@ -193,6 +193,28 @@ def test_section_shows_official_ours_verdicts_and_the_differences(tmp_path: Path
     wave = differences.set_index("What").loc["wave", "The official code"]
     assert wave == "first-order update α²Δu, α₀ = 0.15"
     assert any("WikiText-103 (Tables 3–5): not run" in line for line in said)
+    assert any("The operators on an LRA task: not run" in line for line in said)
+
+
+def test_section_shows_the_operators_on_an_lra_task(tmp_path: Path, said: list[str]) -> None:
+    from pdelra.results import related
+
+    folder, out = tmp_path / "tables", tmp_path / "out"
+    folder.mkdir()
+    rows = [{"task": "listops", "variant": v, "scale": "h1", "setting": s, "seed": seed,
+             "status": "completed", "test_accuracy": a + 0.01 * seed}
+            for v, s, a in (("none", "base", 0.3), ("after_attention", "base", 0.28),
+                            ("cta_diffusion", "base", 0.31), ("none", "official", 0.4),
+                            ("cta_official_diffusion", "official", 0.42))
+            for seed in (0, 1, 2)]  # fmt: skip
+    related.cta_operator_table(pd.DataFrame(rows)).to_csv(folder / "cta_operator_comparison.csv", index=False)
+    section.render(folder, out)
+    shown = pd.read_csv(out / "tables" / "cta_operator_comparison.csv").set_index("System")
+    assert "Task" not in shown.columns and "Seeds" not in shown.columns  # one task, 3 seeds: said once
+    official = shown.loc["official operator: diffusion after each layer"]
+    assert official["Backbone"] == "post-LN (CTA's official)"
+    assert official["Δ vs its backbone's baseline [95 % CI]"] == "+0.0200 [+0.0200, +0.0200]"
+    assert shown.loc["After Attention diffusion (PDE-Transformer)", "Backbone"] == "pre-LN (the pipeline's)"
 
 
 def test_section_says_not_run_without_the_grid(tmp_path: Path, said: list[str]) -> None:

@@ -46,7 +46,7 @@ def test_jobs_are_the_workflows_own(tmp_path: Path, name: str) -> None:
     # diffusion at 4 data sizes) × 5 seeds (demo: standard and diffusion at 4 steps, 1 seed); its data from
     # DVC downloads (demo: generated; + WikiText-103 and its tokenizer) and one table job.
     if name == "config":  # the figures the README quotes
-        assert dry_run["train"] == 670 and dry_run["lm_train"] == 18
+        assert dry_run["train"] == 680 and dry_run["lm_train"] == 18  # 245 + 125 + 300 + 10
         assert len(experiment.lra_runs({**loaded, "run_grids": ["main", "multiscale"]})) == 245
         assert dry_run["cta_official_train"] == 40 and dry_run["cta_lm_train"] == 16 * 5
         assert (dry_run["cta_fetch"], dry_run["cta_extract"], dry_run["cta_preprocess"]) == (5, 3, 4)
@@ -54,6 +54,16 @@ def test_jobs_are_the_workflows_own(tmp_path: Path, name: str) -> None:
         assert dry_run["cta_official_train"] == 4 and dry_run["cta_lm_train"] == 2
         assert (dry_run["cta_generate"], dry_run["cta_preprocess"]) == (4, 2)
     assert dry_run["cta_official_aggregate"] == 1 and dry_run["cta_lm_preprocess"] == 1
+
+
+def test_runs_of_the_official_backbone_are_trained_but_not_diagnosed() -> None:
+    """pdelra diagnose measures the pre-LN encoder's insertion points; CTA's own model has none of them."""
+    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    runs = experiment.lra_runs(config)
+    official = {run for run in runs if run[3] == "official"}
+    assert {run[1] for run in official} == {"none", "cta_official_diffusion"}
+    diagnosed = experiment.diagnosed_runs(config, runs)
+    assert set(diagnosed) == set(runs) - official
 
 
 def test_steps_follow_each_runs_setting_and_the_generate_sizes(tmp_path: Path) -> None:

@@ -225,6 +225,33 @@ def test_cta_cost_keeps_tasks_with_cta_runs_and_flags_the_quadratic_type() -> No
     assert table.set_index("variant").loc["cta_wave", "pseudo_time_steps"] == 4
 
 
+def test_operator_comparison_pairs_each_system_with_its_own_backbones_baseline() -> None:
+    runs = cta_runs()
+    extra = []
+
+    def add(variant: str, setting: str, seed: int, accuracy: float) -> None:
+        extra.append({"task": "listops", "variant": variant, "scale": "h1", "setting": setting, "seed": seed,
+                      "status": "completed", "test_accuracy": accuracy})  # fmt: skip
+
+    for s in SEEDS:  # the official backbone: its own baseline 0.40 + 0.01 s, its operator +0.02 on each seed
+        add("none", "official", s, 0.40 + 0.01 * s)
+        add("cta_official_diffusion", "official", s, 0.42 + 0.01 * s)
+        add("after_attention", "base", s, 0.29 + 0.01 * s)
+    table = related.cta_operator_table(pd.concat([runs, pd.DataFrame(extra)], ignore_index=True))
+    assert list(table["system"]) == [system for system, *_ in related.OPERATOR_ROWS]
+    assert set(table["task"]) == {"listops"}  # Text has no runs of the official backbone
+    rows = table.set_index("variant", drop=False)
+    official = table[table["variant"] == "cta_official_diffusion"].iloc[0]
+    assert official["delta_vs_own_baseline"] == pytest.approx(0.02)  # vs the official baseline, not 0.31
+    assert official["delta_vs_own_baseline_ci_low"] == pytest.approx(0.02)  # the same gain on every seed
+    assert rows.loc["after_attention", "delta_vs_own_baseline"] == pytest.approx(-0.01)  # vs pre-LN none
+    assert rows.loc["cta_diffusion", "delta_vs_own_baseline"] == pytest.approx(0.01)
+    baselines = table[table["variant"] == "none"]
+    assert list(baselines["backbone"]) == ["pdelra", "official_cta"]
+    assert baselines["delta_vs_own_baseline"].isna().all()
+    assert related.cta_operator_table(runs).empty  # no official-backbone runs: no table
+
+
 def test_summarise_returns_every_table_even_without_inputs() -> None:
     empty = related.summarise(None, None, None, pd.DataFrame())
     assert tuple(empty) == related.TABLES and all(t.empty for t in empty.values())

@@ -99,6 +99,22 @@ def run_config(
     }
 
 
+# The diagnostics measure the pre-LN encoder's insertion points (pdelra.diagnose): runs of another backbone
+# (Continuous-Time Attention's own, `model.backbone: official_cta`) have none of them and are not diagnosed.
+DIAGNOSED_BACKBONE = "pdelra"
+
+
+def diagnosed_runs(config: Mapping[str, Any], runs: list[Run]) -> list[Run]:
+    """The runs the diagnose jobs measure: those whose model is the pipeline's own encoder."""
+    settings = selected_settings(config)
+    return [
+        run
+        for run in runs
+        if run_config(config, settings, *run)["model"].get("backbone", DIAGNOSED_BACKBONE)
+        == DIAGNOSED_BACKBONE
+    ]
+
+
 def diagnose_parts(runs: list[Run], size: int = DIAGNOSE_RUNS_PER_JOB) -> dict[tuple[str, str], list[Run]]:
     """{(task, part): [run, ...]}: each task's runs in order, `size` to a part; parts "0", "1", … per task."""
     by_task: dict[str, list[Run]] = {}
@@ -287,7 +303,7 @@ def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
         jobs.update(lm_prepare=1, lm_aggregate=1)
     jobs.update(cta_official_grid.data_jobs(config.get("cta_official"), config["data"]["source"]))
     jobs.update(
-        diagnose=len(diagnose_parts(runs)),
+        diagnose=len(diagnose_parts(diagnosed_runs(config, runs))),
         diagnostics_table=1,
         data_summary=1,
         aggregate=1,

@@ -92,8 +92,9 @@ def all_metrics():
     return [f"{run_dir(*run)}/metrics.json" for run in RUNS]
 
 
-# The diagnose jobs: each task's runs in order, up to experiment.DIAGNOSE_RUNS_PER_JOB to a part (diagnose.smk).
-DIAGNOSE_PARTS = experiment.diagnose_parts(RUNS)
+# The diagnose jobs: each task's runs of the pipeline's own encoder in order (experiment.diagnosed_runs), up
+# to experiment.DIAGNOSE_RUNS_PER_JOB to a part (diagnose.smk).
+DIAGNOSE_PARTS = experiment.diagnose_parts(experiment.diagnosed_runs(config, RUNS))
 
 
 def diagnosed_runs(wildcards):

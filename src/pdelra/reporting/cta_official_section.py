@@ -1,8 +1,10 @@
 """Report section: Continuous-Time Attention as its authors run it (display only).
 
 Reads `cta_official_summary.csv` (pdelra.results.cta_official: official vs ours per task × variant),
-`cta_official_lm.csv` (the WikiText-103 LM: a table per ablation, Tables 3-5 and the data sizes) and the
-rows of `claims.csv` whose family is `cta_official`; computes no statistic. Shows the recipe's deviations
+`cta_official_lm.csv` (the WikiText-103 LM: a table per ablation, Tables 3-5 and the data sizes),
+`cta_operator_comparison.csv` (pdelra.results.related: the official operator, our attention-row CTA and the
+paper's After Attention diffusion on one LRA task) and the rows of `claims.csv` whose family is
+`cta_official`; computes no statistic. Shows the recipe's deviations
 from the official scripts and the table of differences between the official operator and the pipeline's
 reading of the abstract (the `cta_*` rows), parsed from pdelra.cta_official's module docstring (its one
 statement). Says "not run" when the grid has no runs. The notebook calls
@@ -17,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
 from pdelra.reporting.io import MISSING, is_missing
-from pdelra.reporting.related_section import claims_display, family_claims, lift_constants
+from pdelra.reporting.related_section import claims_display, family_claims, lift_constants, with_ci
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -149,6 +151,32 @@ def differences_table(doc: str | None = None) -> pd.DataFrame:
     )
 
 
+def operator_display(table: pd.DataFrame) -> pd.DataFrame:
+    """cta_operator_comparison for display: one row per system, accuracy and Δ vs its backbone's baseline."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "Task": paper.TASK_LABELS.get(r["task"], r["task"]),
+                "Seeds": "0" if is_missing(r["n"]) else f"{int(r['n'])}",
+                "System": r["system"],
+                "Backbone": BACKBONE_LABELS.get(r["backbone"], r["backbone"]),
+                "Test accuracy [95 % CI]": _ci(r, "test_accuracy", "{:.4f}"),
+                "Δ vs its backbone's baseline [95 % CI]": _ci(r, "delta_vs_own_baseline", "{:+.4f}"),
+            }
+            for _, r in table.iterrows()
+        ]
+    )
+
+
+BACKBONE_LABELS = {"pdelra": "pre-LN (the pipeline's)", "official_cta": "post-LN (CTA's official)"}
+
+
+def _ci(row: pd.Series, name: str, fmt: str) -> str:
+    return with_ci(row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"], fmt)
+
+
 def _say(text: str) -> None:
     from IPython.display import Markdown, display
 
@@ -213,6 +241,24 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
             if len(rows):
                 name = "cta_official_lm_" + key.replace(" ", "_").lower()
                 _show(lm_display(rows), out_dir, name, caption, ("Seeds", "Training data (%)", "PDE steps"))
+    operators = _read(tables_dir, "cta_operator_comparison")
+    if operators is None:
+        _say("_The operators on an LRA task: not run; add the grid `cta_lra` to `run_grids`._")
+    else:
+        _say(
+            "**The operators on an LRA task.** The official operator *is* diffusion of the hidden states "
+            "after each layer, close to the paper's After Attention position; our reading of CTA's abstract "
+            "evolves the attention rows instead. All three on the same task, seeds and data; each is "
+            "compared with the no-PDE baseline of its own backbone (paired by seed): the backbones differ."
+        )
+        _show(
+            operator_display(operators),
+            out_dir,
+            "cta_operator_comparison",
+            "The official CTA operator, our attention-row CTA and After Attention diffusion on one LRA task: "
+            "test accuracy (mean over seeds) and Δ vs the baseline of the same backbone",
+            ("Seeds", "Task"),
+        )
     claims = _read(tables_dir, "claims")
     rows = None if claims is None else family_claims(claims, FAMILY)
     if rows is None or rows.empty:

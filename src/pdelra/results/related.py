@@ -18,7 +18,11 @@ Continuous-Time Attention (`runs.csv`, `cost.csv`; grid `cta`, pseudo-time steps
 - `cta_type_steps`: test accuracy per task × PDE type × steps and its paired difference to the baseline
   (`none`, h1, base), plus the baseline's own row — only for tasks that have CTA runs;
 - `cta_cost`: step time and peak memory with their overhead over the baseline, and each type's attention
-  memory class (reaction–diffusion materialises the L × L matrix: O(L²); the others stay fused: O(L)).
+  memory class (reaction–diffusion materialises the L × L matrix: O(L²); the others stay fused: O(L));
+- `cta_operator_comparison` (grid `cta_lra`, setting `official`): on each LRA task with runs of the authors'
+  own model, the official operator (diffusion of the hidden states after every layer, in their post-LN
+  backbone) beside our attention-row CTA and the paper's After Attention diffusion (in the pipeline's pre-LN
+  backbone): test accuracy and each one's paired difference to the baseline of its own backbone.
 
 Intervals: `pdelra.results.stats.one_sample` (Student t over seeds) and `paired` (paired t over shared seeds,
 Welch without two shared seeds).
@@ -58,6 +62,7 @@ TABLES = (
     "lm_layer_trajectory",
     "cta_type_steps",
     "cta_cost",
+    "cta_operator_comparison",
 )
 
 
@@ -117,6 +122,31 @@ CTA_COLUMNS = (
     "n_runs",
     *_ci("test_accuracy"),
     *_ci("delta_vs_baseline"),
+    "delta_method",
+)
+# The rows of cta_operator_comparison: (system, variant, setting, backbone, baseline variant), display order.
+OFFICIAL_SETTING = "official"  # grid cta_lra: model.backbone official_cta
+OPERATOR_ROWS = (
+    ("pre-LN baseline", BASELINE, BASE, "pdelra"),
+    ("After Attention diffusion (PDE-Transformer)", "after_attention", BASE, "pdelra"),
+    ("attention-row CTA (our reading of the abstract)", "cta_diffusion", BASE, "pdelra"),
+    ("official backbone, no PDE", BASELINE, OFFICIAL_SETTING, "official_cta"),
+    (
+        "official operator: diffusion after each layer",
+        "cta_official_diffusion",
+        OFFICIAL_SETTING,
+        "official_cta",
+    ),
+)
+OPERATOR_COLUMNS = (
+    "task",
+    "system",
+    "variant",
+    "setting",
+    "backbone",
+    "n",
+    *_ci("test_accuracy"),
+    *_ci("delta_vs_own_baseline"),
     "delta_method",
 )
 COST_COLUMNS = (
@@ -390,6 +420,38 @@ def cta_cost_table(cost: pd.DataFrame | None) -> pd.DataFrame:
     return _cta_order(table)
 
 
+def cta_operator_table(runs: pd.DataFrame | None) -> pd.DataFrame:
+    """Per task with runs in the `official` setting: each row of OPERATOR_ROWS that has runs, its accuracy
+    (mean, t-interval over seeds) and its paired difference to the no-PDE baseline of the same backbone."""
+    if not _present(runs, "task", "variant", "scale", "seed", "status", "test_accuracy"):
+        return _frame([], OPERATOR_COLUMNS)
+    assert runs is not None
+    runs = _with_setting(runs)
+    runs = runs[runs["scale"] == BASELINE_SCALE]
+    done = _completed(runs, "test_accuracy")
+    tasks = [t for t in paper.TASKS if ((runs["task"] == t) & (runs["setting"] == OFFICIAL_SETTING)).any()]
+    rows = []
+    for task in tasks:
+        on_task = done[done["task"] == task]
+
+        def cell(variant: str, setting: str, on_task: pd.DataFrame = on_task) -> pd.DataFrame:
+            return on_task[(on_task["variant"] == variant) & (on_task["setting"] == setting)]
+
+        for system, variant, setting, backbone in OPERATOR_ROWS:
+            own = cell(variant, setting)
+            if own.empty:
+                continue
+            accuracy = one_sample(own["test_accuracy"].tolist())
+            row = {"task": task, "system": system, "variant": variant, "setting": setting,
+                   "backbone": backbone, "n": accuracy.n, **_columns("test_accuracy", accuracy),
+                   **_no_difference("delta_vs_own_baseline")}  # fmt: skip
+            baseline = cell(BASELINE, setting)
+            if variant != BASELINE and len(baseline):
+                row |= _difference("delta_vs_own_baseline", own, baseline, "test_accuracy")
+            rows.append(row)
+    return _frame(rows, OPERATOR_COLUMNS)
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Every table
 
@@ -408,6 +470,7 @@ def summarise(
         "lm_layer_trajectory": layer_trajectory_table(lm_dynamics),
         "cta_type_steps": cta_table(runs),
         "cta_cost": cta_cost_table(cost),
+        "cta_operator_comparison": cta_operator_table(runs),
     }
     assert tuple(tables) == TABLES
     return tables
