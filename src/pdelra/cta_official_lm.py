@@ -24,6 +24,8 @@ validation only), seeds as every pipeline run (pdelra.training.seeding; theirs: 
 epoch (pdelra.training.batches.epoch_order; theirs: DataLoader(shuffle=True)), and checkpoints. Arithmetic
 is float32 (TF32 matrix products on CUDA), as theirs: no autocast. A non-finite training loss stops the run
 as `diverged` (Table 4 calls 8 steps "unstable"); the best epoch before it is still reported.
+The loop, checkpoints, resume and provenance are pdelra.training.token_lm.TokenLMRun's (shared with
+`pdelra lm train`); this module gives the model, optimiser, schedule, loss, perplexities and α/β.
 
 Run config (JSON/YAML; keys checked, unknown ones refused; pdelra.cta_official_grid.lm_run_config):
     task: wikitext103   variant: none | cta_official_*   scale: h1   setting: base | steps{n} | data{p}
@@ -34,40 +36,19 @@ Run config (JSON/YAML; keys checked, unknown ones refused; pdelra.cta_official_g
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
-from pdelra.atomic import write_json_atomic
-from pdelra.training.batches import epoch_order
-from pdelra.training.checkpoint import load_checkpoint, remove_checkpoint, save_checkpoint
-from pdelra.training.device import DeviceError, choose_device, setup_device
-from pdelra.training.interrupts import EXIT_INTERRUPTED, InterruptFlag
-from pdelra.training.metrics import (
-    METRICS_NAME,
-    code_version,
-    finite_or_none,
-    library_versions,
-    median_or_none,
-)
-from pdelra.training.runconfig import RunConfigError, config_hash, read_run_config
-from pdelra.training.schedule import planned_steps
-from pdelra.training.seeding import capture_rng_states, derive_seeds, restore_rng_states, seed_everything
+from pdelra.training.runconfig import RunConfigError
+from pdelra.training.token_lm import POS_INT, TokenLMRun, lm_schema, validate_against
 
-log = logging.getLogger("pdelra.cta_official_lm")
-
-SCHEMA_VERSION = 1
 WARMUP_START = 0.1  # LinearLR(start_factor=0.1): run_language_modeling.py, run_ablation_*.py
 
-_POS_INT = {"type": "integer", "minimum": 1}
-_NULL_OR_POS_INT = {"type": ["integer", "null"], "minimum": 1}
 _MODEL_KEYS = ("d_model", "n_layers", "n_heads", "d_mlp", "dropout", "cta_steps")
 _TRAIN_KEYS = (
     "batch_size",
@@ -83,61 +64,22 @@ _TRAIN_KEYS = (
     "checkpoint_minutes",
     "num_threads",
 )
-LM_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["task", "variant", "scale", "setting", "seed", "model", "train"],
-    "properties": {
-        "task": {"const": "wikitext103"},
-        "variant": {"type": "string", "minLength": 1},  # checked against the table by ModelConfig
-        "scale": {"type": "string", "minLength": 1},
-        "setting": {"type": "string", "minLength": 1},
-        "seed": {"type": "integer", "minimum": 0},
-        "model": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": list(_MODEL_KEYS),
-            "properties": {
-                "d_model": _POS_INT,
-                "n_layers": _POS_INT,
-                "n_heads": _POS_INT,
-                "d_mlp": _POS_INT,
-                "dropout": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-                "cta_steps": _POS_INT,
-            },
-        },
-        "train": {
-            "type": "object",
-            "additionalProperties": False,
-            "required": list(_TRAIN_KEYS),
-            "properties": {
-                "batch_size": _POS_INT,
-                "eval_batch_size": _POS_INT,
-                "lr": {"type": "number", "exclusiveMinimum": 0},
-                "betas": {"type": "array", "items": {"type": "number"}, "minItems": 2, "maxItems": 2},
-                "weight_decay": {"type": "number", "minimum": 0},
-                "warmup_ratio": {"type": "number", "minimum": 0, "maximum": 1},
-                "max_epochs": _POS_INT,
-                "max_steps": _NULL_OR_POS_INT,
-                "grad_clip": {"type": ["number", "null"], "exclusiveMinimum": 0},
-                "data_fraction": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1},
-                "checkpoint_minutes": {"type": ["number", "null"], "exclusiveMinimum": 0},
-                "num_threads": _NULL_OR_POS_INT,
-            },
-        },
+LM_SCHEMA: dict[str, Any] = lm_schema(
+    task={"const": "wikitext103"},
+    variant={"type": "string", "minLength": 1},  # checked against the table by ModelConfig
+    model_keys=_MODEL_KEYS,
+    model={"cta_steps": POS_INT},
+    train_keys=_TRAIN_KEYS,
+    train={
+        "warmup_ratio": {"type": "number", "minimum": 0, "maximum": 1},
+        "data_fraction": {"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 1},
     },
-}
+)
 
 
 def validate_lm_run_config(config: Any, source: str = "CTA LM run config") -> dict[str, Any]:
     """The validated run config; RunConfigError names the bad key."""
-    from jsonschema import Draft202012Validator
-
-    errors = sorted(Draft202012Validator(LM_SCHEMA).iter_errors(config), key=lambda e: list(e.absolute_path))
-    if errors:
-        error = errors[0]
-        where = ".".join(map(str, error.absolute_path)) or "(top level)"
-        raise RunConfigError(f"{source}: {where}: {error.message}")
+    validate_against(LM_SCHEMA, config, source)
     return dict(config)
 
 
@@ -179,96 +121,34 @@ def perplexity(nats_per_token: float | None) -> float | None:
     return math.exp(nats_per_token)
 
 
-class _LMRun:
-    def __init__(
-        self, cfg: dict[str, Any], data_dir: Path, out_dir: Path, ckpt_dir: Path, device: str = "auto"
-    ) -> None:
+class _LMRun(TokenLMRun):
+    log = logging.getLogger("pdelra.cta_official_lm")
+    SUM_KEY, COUNT_KEY = "nats_sum", "tokens"  # the epoch's train_loss: mean over predicted tokens
+
+    validate = staticmethod(validate_lm_run_config)
+
+    def _build(self) -> None:
         from pdelra.cta_official import OfficialCTALM
         from pdelra.data.cta import subset_rows
-        from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
 
-        self.started = time.monotonic()
-        self.cfg, self.tc = cfg, cfg["train"]
-        self.out_dir, self.ckpt_dir = out_dir, ckpt_dir
-        manifest = read_manifest(data_dir)
-        if manifest["task"] != cfg["task"]:
-            raise RunConfigError(f"run config task {cfg['task']!r} but {data_dir} holds {manifest['task']!r}")
-        self.manifest = manifest
-        splits = {s: load_split(data_dir, s) for s in ("train", "val", "test")}
-        for name, split in splits.items():  # labels are the lines blocks start in, not classes: not checked
-            check_values(data_dir, name, split, manifest, labels=False)
-        self.splits = {name: np.asarray(split.tokens) for name, split in splits.items()}
         self.blocks_of = len(self.splits["train"])
-        if self.tc["data_fraction"] is not None:
-            rows = subset_rows(self.blocks_of, self.tc["data_fraction"], cfg["seed"])
+        if self.tc["data_fraction"] is not None:  # subset_rows has its own generator: seeding is unaffected
+            rows = subset_rows(self.blocks_of, self.tc["data_fraction"], self.cfg["seed"])
             if len(rows) == 0:
                 share, n = self.tc["data_fraction"], self.blocks_of
                 raise RunConfigError(f"train.data_fraction {share} of {n} training blocks is no block")
             self.splits["train"] = self.splits["train"][rows]
-        self.block_size = int(manifest["max_length"])
-        self.seeds = derive_seeds(cfg["seed"])
-        self.dev = setup_device(self.tc["num_threads"], device)
-        seed_everything(self.seeds)
-        self.model = OfficialCTALM(model_config(cfg, int(manifest["vocab_size"]), self.block_size))
+        self.block_size = int(self.manifest["max_length"])
+        self.model = OfficialCTALM(model_config(self.cfg, int(self.manifest["vocab_size"]), self.block_size))
         self.model.to(self.dev.device)
-        self.optimizer = torch.optim.AdamW(
-            self.model.parameters(),  # every parameter decays, α and β too, as theirs
-            lr=self.tc["lr"],
-            betas=tuple(self.tc["betas"]),
-            weight_decay=self.tc["weight_decay"],
-        )
-        self.steps_per_epoch = math.ceil(len(self.splits["train"]) / self.tc["batch_size"])
-        self.total_steps = planned_steps(self.steps_per_epoch, self.tc["max_epochs"], self.tc["max_steps"])
-        self.warmup_steps = int(self.total_steps * self.tc["warmup_ratio"])  # int(), as theirs
+        self.optimizer = self._adamw(
+            self.model.parameters()
+        )  # every parameter decays, α and β too, as theirs
+        self.warmup_steps = int(self._plan_steps() * self.tc["warmup_ratio"])  # int(), as theirs
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, OfficialWarmup(self.warmup_steps))
-        self.identity = {"config_hash": config_hash(cfg), "data_manifest_hash": manifest_hash(data_dir)}
-        self.state: dict[str, Any] = {
-            "epoch": 0,
-            "batch_in_epoch": 0,
-            "global_step": 0,
-            "nats_sum": 0.0,  # this epoch's training nats and predicted tokens (the epoch's perplexity)
-            "tokens": 0,
-            "history": [],
-            "best_val": None,
-            "best_epoch": None,
-            "best_weights": None,
-            "step_times": [],
-            "elapsed_s": 0.0,
-            "resumed_count": 0,
-            "diverged_at_step": None,
-        }
-        self.last_checkpoint = time.monotonic()
+        self.state = self._new_state()
 
-    # -------------------------------------------------------------------------------------------- loop
-
-    def run(self, interrupted: InterruptFlag) -> int:
-        self._resume()
-        st, tc = self.state, self.tc
-        train, bs = self.splits["train"], tc["batch_size"]
-        while st["epoch"] < tc["max_epochs"] and st["diverged_at_step"] is None:
-            order = epoch_order(len(train), self.seeds.sampler, st["epoch"])
-            self.model.train()
-            for start in range(st["batch_in_epoch"] * bs, len(order), bs):
-                if tc["max_steps"] is not None and st["global_step"] >= tc["max_steps"]:
-                    break
-                batch = torch.from_numpy(train[np.sort(order[start : start + bs])].astype(np.int64))
-                if not self._step(self.dev.to_device(batch)):
-                    break
-                if interrupted:
-                    self._save_checkpoint()
-                    log.warning("interrupted at step %d; checkpoint in %s", st["global_step"], self.ckpt_dir)
-                    return EXIT_INTERRUPTED
-                minutes = tc["checkpoint_minutes"]
-                if minutes is not None and time.monotonic() - self.last_checkpoint >= 60 * minutes:
-                    self._save_checkpoint()
-            if st["diverged_at_step"] is not None:
-                break
-            self._end_epoch()
-            self._save_checkpoint()
-            if tc["max_steps"] is not None and st["global_step"] >= tc["max_steps"]:
-                break
-        self._finish()
-        return 0
+    # -------------------------------------------------------------------------------- loss, evaluation
 
     def _nats(self, tokens: torch.Tensor, reduction: str) -> torch.Tensor:
         """Cross-entropy of positions 0..L-2's logits against tokens 1..L-1 (lm_trainer.py's alignment)."""
@@ -277,66 +157,29 @@ class _LMRun:
             logits.flatten(0, 1).float(), tokens[:, 1:].flatten(), reduction=reduction
         )
 
-    def _step(self, batch: torch.Tensor) -> bool:
-        st = self.state
-        t0 = time.perf_counter()
-        loss = self._nats(batch, "mean")
-        value = loss.item()
-        if not math.isfinite(value):
-            st["diverged_at_step"] = st["global_step"] + 1
-            log.error("loss is %s at step %d: stopping the run as diverged", value, st["diverged_at_step"])
-            return False
-        self.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        if self.tc["grad_clip"] is not None:
-            torch.nn.utils.clip_grad_norm_(self.model.parameters(), self.tc["grad_clip"])
-        self.optimizer.step()
-        self.scheduler.step()
-        self.dev.synchronize()
-        st["step_times"].append(time.perf_counter() - t0)
-        predicted = batch.shape[0] * (batch.shape[1] - 1)
-        st["global_step"] += 1
-        st["batch_in_epoch"] += 1
-        st["nats_sum"] += value * predicted
-        st["tokens"] += predicted
-        return True
+    def _loss(self, batch: torch.Tensor) -> tuple[torch.Tensor, int]:
+        return self._nats(batch, "mean"), batch.shape[0] * (batch.shape[1] - 1)
 
-    def _end_epoch(self) -> None:
-        st = self.state
+    def _epoch_scores(self, train_loss: float) -> dict[str, Any]:
         val = self._evaluate("val")
-        st["epoch"] += 1
-        train_loss = st["nats_sum"] / max(st["tokens"], 1)
-        entry = {
-            "epoch": st["epoch"],
-            "steps": st["global_step"],
+        return {
             "train_loss": train_loss,
             "train_perplexity": perplexity(train_loss),
             "val_loss": val,
             "val_perplexity": perplexity(val),
-            "lr": self.scheduler.get_last_lr()[0],
         }
-        st["history"].append(entry)
-        st["batch_in_epoch"], st["nats_sum"], st["tokens"] = 0, 0.0, 0
-        if math.isfinite(val) and (st["best_val"] is None or val < st["best_val"]):
-            st["best_val"], st["best_epoch"] = val, st["epoch"]
-            st["best_weights"] = {k: v.detach().cpu().clone() for k, v in self.model.state_dict().items()}
-        log.info(
-            "epoch %d: train %.4f nats/token (ppl %s), val %.4f (ppl %s)",
-            st["epoch"],
-            train_loss,
-            entry["train_perplexity"],
-            val,
-            entry["val_perplexity"],
-        )
+
+    def _epoch_done(self, entry: dict[str, Any]) -> None:
+        self.log.info("epoch %d: train %.4f nats/token (ppl %s), val %.4f (ppl %s)", entry["epoch"],
+                      entry["train_loss"], entry["train_perplexity"], entry["val_loss"],
+                      entry["val_perplexity"])  # fmt: skip
 
     @torch.inference_mode()
     def _evaluate(self, split: str) -> float:
         """Mean nats per predicted token over the whole split (lm_trainer.py's total_nll / total_tokens)."""
         self.model.eval()
-        blocks, size = self.splits[split], self.tc["eval_batch_size"]
         nats, tokens = 0.0, 0
-        for start in range(0, len(blocks), size):
-            batch = self.dev.to_device(torch.from_numpy(blocks[start : start + size].astype(np.int64)))
+        for batch in self._eval_batches(split):
             nats += self._nats(batch, "sum").item()
             tokens += batch.shape[0] * (batch.shape[1] - 1)
         self.model.train()
@@ -351,59 +194,19 @@ class _LMRun:
                 rows.append({"layer": layer, "step": step, "alpha": float(op.alpha.detach()), "beta": beta})
         return rows
 
-    # ------------------------------------------------------------------------------------ checkpoints
-
-    def _save_checkpoint(self) -> None:
-        state = dict(self.state)
-        state["elapsed_s"] = self.state["elapsed_s"] + (time.monotonic() - self.started)
-        save_checkpoint(
-            self.ckpt_dir,
-            {
-                **self.identity,
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
-                "state": state,
-                "rng": capture_rng_states(),
-            },
-        )
-        self.last_checkpoint = time.monotonic()
-
-    def _resume(self) -> None:
-        saved = load_checkpoint(self.ckpt_dir, self.identity)
-        if saved is None:
-            return
-        self.model.load_state_dict(saved["model"])
-        self.optimizer.load_state_dict(saved["optimizer"])
-        self.scheduler.load_state_dict(saved["scheduler"])
-        self.state = saved["state"]
-        self.state["resumed_count"] += 1
-        self.started = time.monotonic()  # elapsed_s already holds the earlier attempts' time
-        restore_rng_states(saved["rng"])
-        log.info("resumed from %s at epoch %d, step %d", self.ckpt_dir, self.state["epoch"] + 1,
-                 self.state["global_step"])  # fmt: skip
-
     # ----------------------------------------------------------------------------------------- finish
 
-    def _finish(self) -> None:
-        st, cfg = self.state, self.cfg
-        diverged = st["diverged_at_step"] is not None
-        test = None
-        if st["best_weights"] is not None:
-            self.model.load_state_dict(st["best_weights"])
-            test = self._evaluate("test")
-        peak, peak_kind = self.dev.peak_memory()
+    def _results(self, diverged: bool) -> dict[str, Any]:
+        st = self.state
+        # Tested even after a divergence: the best epoch before it is still a result (Table 4's "unstable").
+        test = self._evaluate("test") if self._load_best() else None
         last = st["history"][-1] if st["history"] else {}
-        metrics = {
-            "schema_version": SCHEMA_VERSION,
-            **{k: cfg[k] for k in ("task", "variant", "scale", "setting", "seed")},
-            "status": "diverged" if diverged else "completed",
-            "diverged_at_step": st["diverged_at_step"],
+        return {
             "best_val_perplexity": perplexity(st["best_val"]),
             "best_val_loss_nats": st["best_val"],
             "final_val_perplexity": last.get("val_perplexity"),
             "test_perplexity": perplexity(test),
-            "test_loss_nats": finite_or_none(test),
+            "test_loss_nats": test,
             "best_epoch": st["best_epoch"],
             "epochs_run": len(st["history"]),
             "steps_run": st["global_step"],
@@ -416,58 +219,21 @@ class _LMRun:
             "train_blocks_of": self.blocks_of,
             "history": st["history"],
             "pde_coefficients": self._alphas(),
-            "parameter_count": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
-            "seeds": dataclasses.asdict(self.seeds),
-            **self.identity,
-            "run_config": cfg,
-            "code_version": code_version(),
-            "versions": library_versions(),
-            "device": self.dev.name,
-            "num_threads": self.dev.threads,
-            "wall_time_s": st["elapsed_s"] + (time.monotonic() - self.started),
-            "median_step_time_s": median_or_none(st["step_times"]),
-            "peak_memory_bytes": peak,
-            "peak_memory_kind": peak_kind,
-            "resumed_count": st["resumed_count"],
         }
-        write_json_atomic(self.out_dir / METRICS_NAME, _json_safe(metrics))
-        remove_checkpoint(self.ckpt_dir)
-        log.info("%s %s %s seed %d: best val perplexity %s, test %s; metrics in %s", cfg["task"],
-                 cfg["variant"], cfg["setting"], cfg["seed"], metrics["best_val_perplexity"],
-                 metrics["test_perplexity"], self.out_dir)  # fmt: skip
 
-
-def _json_safe(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {str(k): _json_safe(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_json_safe(v) for v in value]
-    if isinstance(value, float):
-        return finite_or_none(value)
-    return value
+    def _report(self, metrics: dict[str, Any]) -> None:
+        cfg = self.cfg
+        self.log.info("%s %s %s seed %d: best val perplexity %s, test %s; metrics in %s", cfg["task"],
+                      cfg["variant"], cfg["setting"], cfg["seed"], metrics["best_val_perplexity"],
+                      metrics["test_perplexity"], self.out_dir)  # fmt: skip
 
 
 def train_lm(
     config: dict[str, Any], data_dir: Path, out_dir: Path, ckpt_dir: Path, device: str = "auto"
 ) -> int:
     """Train one run; 0 when completed or diverged (metrics.json written), 75 when interrupted."""
-    cfg = validate_lm_run_config(config)
-    with InterruptFlag() as interrupted:
-        return _LMRun(cfg, data_dir, out_dir, ckpt_dir, device).run(interrupted)
+    return _LMRun.train(validate_lm_run_config(config), data_dir, out_dir, ckpt_dir, device)
 
 
-def train_from_args(
-    run_config: str,
-    data_dir: Path,
-    out_dir: Path,
-    ckpt_dir: Path,
-    device: str = "auto",
-    allow_cpu: bool = False,
-) -> int:
-    config, source = read_run_config(run_config)
-    validate_lm_run_config(config, source)
-    try:  # before the data: a job that reserved a GPU on a machine without CUDA fails in seconds
-        chosen = choose_device(device, allow_cpu)
-    except DeviceError as exc:
-        raise RunConfigError(str(exc)) from exc
-    return train_lm(config, data_dir, out_dir, ckpt_dir, chosen)
+# `pdelra cta-official train-lm`: reads and checks the run config and the device before any data.
+train_from_args = _LMRun.train_from_args

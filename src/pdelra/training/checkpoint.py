@@ -66,6 +66,35 @@ def save_checkpoint(ckpt_dir: Path, state: dict[str, Any]) -> Path:
     return target
 
 
+def trainer_states(model: Any, optimizer: Any, scheduler: Any) -> dict[str, Any]:
+    """What every trainer's checkpoint holds besides its own state: the three state dicts and the RNGs."""
+    from pdelra.training.seeding import capture_rng_states
+
+    return {
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict(),
+        "scheduler": scheduler.state_dict(),
+        "rng": capture_rng_states(),
+    }
+
+
+def resume_trainer(
+    ckpt_dir: Path, identity: dict[str, Any], model: Any, optimizer: Any, scheduler: Any
+) -> dict[str, Any] | None:
+    """Load this run's checkpoint (`load_checkpoint`), put its `trainer_states` back and return the rest of it
+    for the trainer's own state; None when there is none to resume."""
+    from pdelra.training.seeding import restore_rng_states
+
+    saved = load_checkpoint(ckpt_dir, identity)
+    if saved is None:
+        return None
+    model.load_state_dict(saved["model"])
+    optimizer.load_state_dict(saved["optimizer"])
+    scheduler.load_state_dict(saved["scheduler"])
+    restore_rng_states(saved["rng"])  # after the model was built: building it consumed random numbers
+    return saved
+
+
 @contextmanager
 def write_guard(target: Path, kept: str) -> Iterator[None]:
     """Turn a failed write of `target` into CheckpointWriteError naming the file, the cause, what is kept."""

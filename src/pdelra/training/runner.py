@@ -29,10 +29,11 @@ import torch.nn.functional as F
 from pdelra.atomic import write_json_atomic
 from pdelra.training import batches as B
 from pdelra.training.checkpoint import (
-    load_checkpoint,
     remove_checkpoint,
+    resume_trainer,
     run_lock,
     save_checkpoint,
+    trainer_states,
     write_guard,
 )
 from pdelra.training.device import DeviceSetup, setup_device
@@ -48,7 +49,7 @@ from pdelra.training.metrics import (
 from pdelra.training.progress import Progress
 from pdelra.training.runconfig import RunConfig, RunConfigError
 from pdelra.training.schedule import make_scheduler, planned_steps
-from pdelra.training.seeding import capture_rng_states, derive_seeds, restore_rng_states, seed_everything
+from pdelra.training.seeding import derive_seeds, seed_everything
 from pdelra.training.state import TrainState, cpu_copy
 
 log = logging.getLogger("pdelra.training")
@@ -303,28 +304,21 @@ class _Trainer:
             self.ckpt_dir,
             {
                 **self.identity,
-                "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(),
-                "scheduler": self.scheduler.state_dict(),
+                **trainer_states(self.model, self.optimizer, self.scheduler),
                 "best_weights": self.best_weights,
                 "state": state,
-                "rng": capture_rng_states(),
             },
         )
         self.last_checkpoint = now
         log.debug("checkpoint at step %d written to %s", self.state.global_step, self.ckpt_dir)
 
     def _resume(self) -> None:
-        saved = load_checkpoint(self.ckpt_dir, self.identity)
+        saved = resume_trainer(self.ckpt_dir, self.identity, self.model, self.optimizer, self.scheduler)
         if saved is None:
             return
-        self.model.load_state_dict(saved["model"])
-        self.optimizer.load_state_dict(saved["optimizer"])
-        self.scheduler.load_state_dict(saved["scheduler"])
         self.best_weights = saved["best_weights"]
         self.state = TrainState.from_dict(saved["state"])
         self.state.resumed_count += 1
-        restore_rng_states(saved["rng"])  # last: building the model above consumed random numbers
         log.info(
             "resumed from %s at epoch %d, step %d (resume #%d)",
             self.ckpt_dir,
