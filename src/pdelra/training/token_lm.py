@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from pdelra.atomic import write_json_atomic
+from pdelra.runs import RUN_KEYS  # a run's identity, first in metrics.json
 from pdelra.training.batches import epoch_order
 from pdelra.training.checkpoint import (
     remove_checkpoint,
@@ -46,8 +47,6 @@ from pdelra.training.metrics import (
 from pdelra.training.runconfig import RunConfigError, config_hash, read_run_config
 from pdelra.training.schedule import planned_steps
 from pdelra.training.seeding import derive_seeds, seed_everything
-
-RUN_KEYS = ("task", "variant", "scale", "setting", "seed")  # a run's identity, first in metrics.json
 
 POS_INT = {"type": "integer", "minimum": 1}
 NULL_OR_POS_INT = {"type": ["integer", "null"], "minimum": 1}
