@@ -296,8 +296,9 @@ def test_placeholders_or_an_unreachable_cluster_stop_the_run_before_any_local_wo
 
 
 # The two faults below each take minutes of waiting on Slurm (a time limit is at least a minute; the plugin's
-# status checks back off by 10 s a round), so one fixture starts both at once, on the cluster's two cores, and
-# each test asserts on its own scenario.
+# status checks back off by 10 s a round). One fixture runs both, one after the other, in the background,
+# and each test waits for its own: the requeue first (its packed job takes both of the node's CPUs), then the
+# time limit, calibrated just before it runs.
 RUN = f"{GPU_TASK}/after_embedding/h1/base/seed0"
 TARGET = f"results/tiny/runs/{RUN}/metrics.json"
 
@@ -415,21 +416,25 @@ def _time_limit_scenario(env: dict[str, str], root: Path, epochs: int) -> dict[s
     }
 
 
+def _calibrated_time_limit_scenario(env: dict[str, str], root: Path) -> dict[str, Any]:
+    # Slurm enforces time limits every 30 s, so the kill comes 60-90 s into the job: train ~120 s as measured
+    # here just before. Not much more: the retry (2 minutes) must end its training well before its own
+    # limit, since a run that ends after the limit but before Slurm's next check is killed in Snakemake's
+    # epilogue, and its retry starts the finished run again from nothing.
+    epochs = math.ceil(120 / _seconds_per_epoch(root / "calibrate", _fault_config()))
+    return _time_limit_scenario(env, root / "time_limit", epochs)
+
+
 @pytest.fixture(scope="module")
 def cluster_faults(
     slurm_cluster: dict[str, str], tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[dict[str, Future[dict[str, Any]]]]:
-    """Both fault scenarios, started at once; each test waits for its own."""
+    """Both fault scenarios, one after the other in the background; each test waits for its own."""
     root = tmp_path_factory.mktemp("faults")
-    # Slurm enforces time limits every 30 s, so the kill comes 60-90 s into the job: train ~150 s as measured
-    # here (a run that ended just before the kill would time out in Snakemake's own epilogue instead). The
-    # margin is for the other test worker: the machine may be less loaded now than during the job. Slower
-    # than measured, the retry times out too, and the third attempt (3 minutes) completes it.
-    epochs = math.ceil(150 / _seconds_per_epoch(root / "calibrate", _fault_config()))
-    with ThreadPoolExecutor(max_workers=2) as pool:
+    with ThreadPoolExecutor(max_workers=1) as pool:
         yield {
             "requeue": pool.submit(_requeue_scenario, slurm_cluster, root / "requeue"),
-            "time_limit": pool.submit(_time_limit_scenario, slurm_cluster, root / "time_limit", epochs),
+            "time_limit": pool.submit(_calibrated_time_limit_scenario, slurm_cluster, root),
         }
 
 
