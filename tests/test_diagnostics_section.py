@@ -79,3 +79,13 @@ def test_figures_use_paper_labels_and_order_and_draw_no_empty_rows(tmp_path: Pat
     points, test = (pd.read_csv(root / f"diagnostics_{n}.csv") for n in ("points", "mechanism"))
     mechanism = section.figure_mechanism(points, test)
     assert len(mechanism.legends) == 2 and not any(ax.texts for ax in mechanism.axes)  # keys, no point labels
+
+
+def test_roughness_figure_keys_more_variants_than_markers(tmp_path: Path) -> None:
+    """The demo diagnoses 11 variants (8 positions, CTA, PhysQK, PhysQK-AD): each gets a line and a key."""
+    depth = pd.read_csv(_tables_dir(tmp_path) / "diagnostics_depth.csv")
+    variants = [f"extra{i}" for i in range(len(section.MARKERS) + 2)]
+    many = pd.concat([depth.assign(variant=v) for v in variants], ignore_index=True)
+    fig = section.figure_roughness(many)
+    (legend,) = fig.legends
+    assert len(legend.get_texts()) == len(variants)

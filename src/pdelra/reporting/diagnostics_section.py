@@ -105,6 +105,14 @@ def _colours(variants: list[str]) -> dict[str, Any]:
     return dict(zip(variants, palette, strict=False))
 
 
+MARKERS = "osD^vP*Xhp<>"
+
+
+def _markers(keys: list[str]) -> dict[str, str]:
+    """A marker per key, cycling when there are more keys than markers (the demo diagnoses 11 variants)."""
+    return {key: MARKERS[i % len(MARKERS)] for i, key in enumerate(keys)}
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Figures
 
@@ -120,7 +128,7 @@ def figure_roughness(depth: pd.DataFrame) -> Any:
     tasks = _task_order(data["task"])
     variants = _variant_order(data["variant"])
     colours = _colours(variants)
-    markers = dict(zip(variants, "osD^vP*Xhp", strict=False))
+    markers = _markers(variants)
     cols = min(len(tasks), 3)
     rows = math.ceil(len(tasks) / cols)
     fig, axes = plt.subplots(rows, cols, figsize=(4.4 * cols, 3.4 * rows + 1.2), squeeze=False, sharey=True)
@@ -233,7 +241,7 @@ def figure_mechanism(points: pd.DataFrame, test: pd.DataFrame) -> Any:
     tasks = _task_order(points["task"])
     variants = _variant_order(points["variant"])
     colours = dict(zip(tasks, plt.get_cmap("tab10").colors, strict=False))
-    markers = dict(zip(variants, "osD^vP*Xhp", strict=False))
+    markers = _markers(variants)
     fig, axes = plt.subplots(1, len(predictors), figsize=(4.8 * len(predictors), 4.6), squeeze=False)
     verdicts = test.set_index("predictor")
     for ax, predictor in zip(axes[0], predictors, strict=True):
