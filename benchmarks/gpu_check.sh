@@ -8,6 +8,7 @@
 #      the GPU (the config's `resources.pack`: kept only where K > 1 gains clearly over K = 1);
 #   3. `pdelra bench layer`: the diffusion layer alone against nn.LayerNorm, eager and fused, bf16 at
 #      Table 8's ListOps shape (256, 2000, 128), float32 at (4, 1024, 128) and (32, 2048, 128);
+#   3b. `pdelra bench cta-block`: CTA's official block at L = 4096, d 512, 8 heads, bf16, 4 steps vs no PDE;
 #   4. `pdelra plan config/config.yaml` calibrated on this GPU.
 # Runs from a fresh copy of the repository with the machine's own python3 (torch with CUDA, pytest,
 # hypothesis, scipy, pyyaml); the package is used from src/ (no install, no network). jsonschema is optional
@@ -50,12 +51,12 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
 PDELRA=("$PY" -c '
 import argparse, logging, sys
 from pdelra import plan
-from pdelra.bench import layer, pack, train_step
+from pdelra.bench import cta_block, layer, pack, train_step
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 parser = argparse.ArgumentParser(prog="pdelra")
 sub = parser.add_subparsers(dest="command", required=True)
 bench = sub.add_parser("bench").add_subparsers(dest="benchmark", required=True)
-for name, module in (("layer", layer), ("train-step", train_step), ("pack", pack)):
+for name, module in (("layer", layer), ("train-step", train_step), ("pack", pack), ("cta-block", cta_block)):
     p = bench.add_parser(name)
     module.add_arguments(p)
     p.set_defaults(func=module.run)
@@ -87,6 +88,10 @@ step layer_fp32 80 "${PDELRA[@]}" bench layer --device cuda --shapes 4x1024x128 
     --scales h1 multi --rounds 20 --warmup 2 --json "$OUT/layer_fp32.json"
 
 # 4. The full reproduction's cost, calibrated on this GPU (each task's baseline at its full batch, bf16).
+# 3b. Continuous-Time Attention's official block (post-LN encoder layer + 4 diffusion steps), forward only,
+#     bf16, at the official README's setting (L 4096, d 512, 8 heads; their figure: 1.63x on an A800).
+step cta_block 60 "${PDELRA[@]}" bench cta-block --device cuda --compile --json "$OUT/cta_block.json"
+
 step plan 90 "${PDELRA[@]}" plan config/config.yaml --device cuda --steps 2 --json "$OUT/plan.json"
 
 {

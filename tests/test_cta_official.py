@@ -4,6 +4,7 @@ the two official models (classifier backbone, causal LM)."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -274,3 +275,19 @@ def test_pdelra_train_trains_the_official_classifier(tmp_path: Path) -> None:
     assert status == 0 and metrics is not None and metrics["status"] == "completed"
     assert metrics["diffusion_parameter_count"] == 1 * 2 * 2  # 1 layer × 2 steps × (α, β)
     assert list(metrics["history"][0]["alpha"]) == ["encoder.block_output.0"]
+
+
+def test_block_benchmark_times_the_official_block_beside_its_encoder_layer(tmp_path: Path) -> None:
+    from pdelra.cli import main
+
+    out = tmp_path / "cta_block.json"
+    args = ["bench", "cta-block", "--length", "64", "--d-model", "32", "--heads", "4", "--d-mlp", "64",
+            "--rounds", "2", "--warmup", "0", "--dtype", "float32", "--device", "cpu",
+            "--json", str(out)]  # fmt: skip
+    assert main(args) == 0
+    figures = json.loads(out.read_text())
+    assert (figures["length"], figures["steps"], figures["official_ratio"]) == (64, 4, 1.63)
+    (row,) = figures["results"]
+    assert row["path"] == "eager" and len(row["ratios"]) == 2 and row["ratio"] > 0
+    with pytest.raises(SystemExit, match="unknown kind 'heat'"):
+        main([*args[:2], "--kind", "heat"])

@@ -17,6 +17,7 @@ BENCHMARKS = {
     "workflow-scale": "pdelra.bench.workflow_scale",
     "buckets": "pdelra.bench.buckets",
     "pack": "pdelra.bench.pack",
+    "cta-block": "pdelra.bench.cta_block",
 }
 
 
