@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The diffusion operator and model on a GPU, in one go: at most BUDGET = 450 s of steps (7.5 min), each step
+# The diffusion operator and model on a GPU: at most BUDGET = 540 s of steps (9 min) per call, each step
 # with its own time limit so that one hang cannot eat the rest, in order of importance:
 #   1. the operator/model tests on CUDA (tests/test_ops.py, tests/test_model.py, tests/test_fused.py);
 #   2. `pdelra bench train-step` at Table 8's ListOps shape (L = 2000, batch 256, bf16 autocast): none against
@@ -8,13 +8,15 @@
 #      the GPU (the config's `resources.pack`: kept only where K > 1 gains clearly over K = 1);
 #   3. `pdelra bench layer`: the diffusion layer alone against nn.LayerNorm, eager and fused, bf16 at
 #      Table 8's ListOps shape (256, 2000, 128), float32 at (4, 1024, 128) and (32, 2048, 128);
+#   2c. the compiled whole model's step time, and bucketed batches' step time at ListOps' and Text's lengths;
 #   3b. `pdelra bench cta-block`: CTA's official block at L = 4096, d 512, 8 heads, bf16, 4 steps vs no PDE;
 #   4. `pdelra plan config/config.yaml` calibrated on this GPU.
 # Runs from a fresh copy of the repository with the machine's own python3 (torch with CUDA, pytest,
 # hypothesis, scipy, pyyaml); the package is used from src/ (no install, no network). jsonschema is optional
 # (without it `pdelra plan` reads the config unvalidated and says so).
 #
-# Usage, from the repository root:   OUT=/path/to/outdir bash benchmarks/gpu_check.sh
+# Usage, from the repository root:   OUT=/path/to/outdir [BUDGET=540] [STEPS="..."] bash benchmarks/gpu_check.sh
+# All steps together need ~18 minutes; a device call gets at most 10, so run them in two calls (STEPS below).
 # Outputs: $OUT/*.log (each step's full output), $OUT/*.json (benchmark figures, the plan), $OUT/summary.txt.
 set -u
 
@@ -27,11 +29,18 @@ export TORCHINDUCTOR_CACHE_DIR="${TORCHINDUCTOR_CACHE_DIR:-/tmp/pdelra_inductor}
 SUMMARY="$OUT/summary.txt"
 : >"$SUMMARY"
 
-BUDGET=${BUDGET:-450}  # seconds for all steps together; a step gets at most what is left, none under 20 s
+BUDGET=${BUDGET:-540}  # seconds for the selected steps together (a device call: 600 s); a step gets at most what is left, none under 20 s
+
+# STEPS="a b ..." runs only the named steps (in the script's order), e.g. the cost figures of the plan in one
+# call and the rest in another: STEPS="environment pack compile buckets_listops buckets_text plan".
+STEPS=${STEPS:-}
 
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, one summary line
     local name=$1 limit=$2
     shift 2
+    if [ -n "$STEPS" ] && [[ " $STEPS " != *" $name "* ]]; then
+        return
+    fi
     local left=$((BUDGET - SECONDS))
     if [ "$left" -lt 20 ]; then
         echo "$name: SKIPPED (budget of $BUDGET s spent)" | tee -a "$SUMMARY"
@@ -51,12 +60,13 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
 PDELRA=("$PY" -c '
 import argparse, logging, sys
 from pdelra import plan
-from pdelra.bench import cta_block, layer, pack, train_step
+from pdelra.bench import buckets, cta_block, layer, pack, train_step
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 parser = argparse.ArgumentParser(prog="pdelra")
 sub = parser.add_subparsers(dest="command", required=True)
 bench = sub.add_parser("bench").add_subparsers(dest="benchmark", required=True)
-for name, module in (("layer", layer), ("train-step", train_step), ("pack", pack), ("cta-block", cta_block)):
+for name, module in (("layer", layer), ("train-step", train_step), ("pack", pack), ("cta-block", cta_block),
+                     ("buckets", buckets)):
     p = bench.add_parser(name)
     module.add_arguments(p)
     p.set_defaults(func=module.run)
@@ -88,6 +98,17 @@ step layer_fp32 80 "${PDELRA[@]}" bench layer --device cuda --shapes 4x1024x128 
     --scales h1 multi --rounds 20 --warmup 2 --json "$OUT/layer_fp32.json"
 
 # 4. The full reproduction's cost, calibrated on this GPU (each task's baseline at its full batch, bf16).
+# 2c. The compiled whole model (train.compile): fused against compiled, both against the same eager `none`
+#     step, at Table 8's ListOps shape; and length-bucketed batches' step time at ListOps' (500-2000 tokens,
+#     batch 256) and Text's (IMDb bytes, ~250-4000, batch 128) length distributions.
+step compile 150 "${PDELRA[@]}" bench train-step --device cuda --lengths 2000 --batch-size 256 \
+    --autocast bf16 --variants after_embedding --scales h1 --paths fused compiled \
+    --rounds 5 --warmup 2 --json "$OUT/compile.json"
+step buckets_listops 60 "${PDELRA[@]}" bench buckets --device cuda --min-length 500 --max-length 2000 \
+    --batch-size 256 --json "$OUT/buckets_listops.json"
+step buckets_text 60 "${PDELRA[@]}" bench buckets --device cuda --min-length 250 --max-length 4000 \
+    --batch-size 128 --json "$OUT/buckets_text.json"
+
 # 3b. Continuous-Time Attention's official block (post-LN encoder layer + 4 diffusion steps), forward only,
 #     bf16, at the official README's setting (L 4096, d 512, 8 heads; their figure: 1.63x on an A800).
 step cta_block 60 "${PDELRA[@]}" bench cta-block --device cuda --compile --json "$OUT/cta_block.json"
@@ -95,12 +116,21 @@ step cta_block 60 "${PDELRA[@]}" bench cta-block --device cuda --compile --json 
 step plan 90 "${PDELRA[@]}" plan config/config.yaml --device cuda --steps 2 --json "$OUT/plan.json"
 
 {
+    show() {  # show TITLE LOG PATTERN: the matching lines of a step's log, when that step ran
+        [ -f "$OUT/$2.log" ] || return 0
+        echo "== $1"
+        if [ -n "$3" ]; then grep -E "$3" "$OUT/$2.log"; else tail -n 15 "$OUT/$2.log"; fi
+    }
     echo
-    echo "== tests"; tail -n 15 "$OUT/tests.log" 2>/dev/null
-    echo "== layer (fp32)"; grep -E "^\(B, L, d\)|^path|^(eager|fused) " "$OUT/layer_fp32.log"
-    echo "== layer (bf16)"; grep -E "^\(B, L, d\)|^path|^(eager|fused) " "$OUT/layer_bf16.log"
-    echo "== train step"; grep -E "^L=|^variant|^after_|^diffusion layer" "$OUT/train_step.log"
-    echo "== several runs per GPU"; grep -E "^ListOps|^ +K |^ +[0-9]+ " "$OUT/pack.log"
-    echo "== plan"; grep -v " INFO " "$OUT/plan.log" | tail -n 12
+    show tests tests ""
+    show "layer (fp32)" layer_fp32 "^\(B, L, d\)|^path|^(eager|fused) "
+    show "layer (bf16)" layer_bf16 "^\(B, L, d\)|^path|^(eager|fused) "
+    show "train step" train_step "^L=|^variant|^after_|^diffusion layer"
+    show "several runs per GPU" pack "^ListOps|^ +K |^ +[0-9]+ "
+    show "the compiled model" compile "^L=|^variant|^after_"
+    show "bucketed batches, ListOps lengths" buckets_listops "ratio|bucket|plain"
+    show "bucketed batches, Text lengths" buckets_text "ratio|bucket|plain"
+    show "CTA's official block" cta_block "^CTA|^path|^(eager|compiled) "
+    show plan plan ""
 } >>"$SUMMARY" 2>&1
 cat "$SUMMARY"

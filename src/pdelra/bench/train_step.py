@@ -7,7 +7,10 @@ rounds is reported. The diffusion layer alone (forward + backward at the same sh
 and reported as a share of a `none` step.
 
 Each diffusion variant runs on the eager reference operator and on the fused one (`--paths`, model key
-`fused_diffusion`); `--autocast bf16` runs forward passes under bf16 autocast, as the trainer does on a GPU.
+`fused_diffusion`), and with `--paths compiled` as `train.compile: true` trains it: the fused operator in the
+whole model through `torch.compile(model, dynamic=True)` (its ratio against the same eager `none` step, beside
+the fused path's, is what compiling the model buys). `--autocast bf16` runs forward passes under bf16
+autocast, as the trainer does on a GPU.
 
 Goals: after_embedding ≤ 1.01×, single-scale per-block positions ≤ 1.03×,
 multi-scale per-block ≤ 1.06×.
@@ -59,9 +62,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--paths",
         nargs="+",
-        choices=["eager", "fused"],
+        choices=["eager", "fused", "compiled"],
         default=["eager", "fused"],
-        help="diffusion operators",
+        help="diffusion operators (compiled: fused, in the whole model compiled as train.compile does)",
     )
     parser.add_argument("--autocast", choices=["none", "bf16"], default="none", help="bf16 autocast forward")
     # Table 8, ListOps.
@@ -129,15 +132,17 @@ def _train_step(
         d_mlp=args.d_mlp,
         variant=variant,
         scale=scale,
-        fused_diffusion=path == "fused",
+        fused_diffusion=path in ("fused", "compiled"),
     )
     torch.manual_seed(args.seed)
     model = LRAClassifier(cfg).to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.98), weight_decay=1e-5)
+    # As the trainer compiles it (pdelra.training.runner): the module wrapped, dynamic shapes.
+    forward = torch.compile(model, dynamic=True) if path == "compiled" else model
 
     def work() -> None:
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.autocast == "bf16"):
-            logits = model(tokens, lengths)
+            logits = forward(tokens, lengths)
         loss = torch.nn.functional.cross_entropy(logits.float(), labels)
         opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -156,7 +161,7 @@ def _layer_alone(
     from pdelra.ops import DiffusionLayer
 
     tokens, lengths, _ = batch
-    layer = DiffusionLayer(args.d_model, SCALES[scale], fused=path == "fused").to(device)
+    layer = DiffusionLayer(args.d_model, SCALES[scale], fused=path != "eager").to(device)
     x = torch.randn(*tokens.shape, args.d_model, device=device, requires_grad=True)
     grad = torch.randn_like(x)
     return _timer(device, lambda: layer(x, lengths).backward(grad), args.clock)
