@@ -3,11 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import logging
 from pathlib import Path
 from typing import Any
-
-log = logging.getLogger("pdelra.lm")
 
 
 def _prepare(args: argparse.Namespace) -> int:
@@ -26,24 +23,9 @@ def _prepare(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train(args: argparse.Namespace) -> int:
-    from pdelra.data.errors import DataError
-    from pdelra.training.runconfig import RunConfigError
-
-    try:
-        from pdelra.lm.trainer import train_from_args
-
-        return train_from_args(
-            args.run_config, args.data, args.out, args.checkpoint_dir, args.device, args.allow_cpu
-        )
-    except (RunConfigError, DataError) as exc:
-        log.error("%s", exc)
-        return 2
-
-
 def register(subparsers: Any) -> None:
     from pdelra.lm import aggregate
-    from pdelra.training.cli import add_device_arguments
+    from pdelra.training.cli import add_lm_train_arguments
 
     parser = subparsers.add_parser("lm", help="PhysQK-AD's byte-level LM: prepare, train, aggregate")
     sub = parser.add_subparsers(dest="lm_command", metavar="STEP", required=True)
@@ -60,16 +42,11 @@ def register(subparsers: Any) -> None:
     prep.set_defaults(func=_prepare)
 
     train = sub.add_parser("train", help="train one LM run and write its metrics.json (exit 75: resume)")
-    train.add_argument(
-        "--run-config",
-        required=True,
-        metavar="FILE_OR_JSON",
-        help="task lm_CORPUS, variant (condition), scale, setting, seed, model, train",
+    add_lm_train_arguments(
+        train,
+        "pdelra.lm.trainer",
+        "task lm_CORPUS, variant (condition), scale, setting, seed, model, train",
+        "processed LM folder (pdelra lm prepare)",
     )
-    train.add_argument("--data", type=Path, required=True, help="processed LM folder (pdelra lm prepare)")
-    train.add_argument("--out", type=Path, required=True, help="run folder for metrics.json")
-    train.add_argument("--checkpoint-dir", type=Path, required=True, help="checkpoint folder")
-    add_device_arguments(train)
-    train.set_defaults(func=_train)
 
     aggregate.register(sub)

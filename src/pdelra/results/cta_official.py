@@ -209,21 +209,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _train_lm(args: argparse.Namespace) -> int:
-    from pdelra.data.errors import DataError
-    from pdelra.training.runconfig import RunConfigError
-
-    try:
-        from pdelra.cta_official_lm import train_from_args
-
-        return train_from_args(
-            args.run_config, args.data, args.out, args.checkpoint_dir, args.device, args.allow_cpu
-        )
-    except (RunConfigError, DataError) as exc:
-        log.error("%s", exc)
-        return 2
-
-
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "cta-official",
@@ -242,7 +227,7 @@ def register(subparsers: Any) -> None:
     agg.add_argument("--out", type=Path, required=True, help="folder for the CSV tables (created if missing)")
     agg.set_defaults(func=_run)
 
-    from pdelra.training.cli import add_device_arguments
+    from pdelra.training.cli import add_lm_train_arguments
 
     train = sub.add_parser(
         "train-lm",
@@ -251,14 +236,9 @@ def register(subparsers: Any) -> None:
         "exit 0 when completed or diverged, 75 when interrupted after a checkpoint (rerun to resume), 2 for "
         "a bad run config or data.",
     )
-    train.add_argument(
-        "--run-config",
-        required=True,
-        metavar="FILE_OR_JSON",
-        help="task wikitext103, variant, scale, setting, seed, model, train (pdelra.cta_official_lm)",
+    add_lm_train_arguments(
+        train,
+        "pdelra.cta_official_lm",
+        "task wikitext103, variant, scale, setting, seed, model, train (pdelra.cta_official_lm)",
+        "`pdelra preprocess-cta wikitext103` folder",
     )
-    train.add_argument("--data", type=Path, required=True, help="`pdelra preprocess-cta wikitext103` folder")
-    train.add_argument("--out", type=Path, required=True, help="run folder for metrics.json")
-    train.add_argument("--checkpoint-dir", type=Path, required=True, help="checkpoint folder")
-    add_device_arguments(train)
-    train.set_defaults(func=_train_lm)

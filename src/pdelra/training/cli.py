@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib
 import logging
 from pathlib import Path
 
@@ -71,6 +73,34 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_device_arguments(parser)
     parser.set_defaults(func=run)
+
+
+def add_lm_train_arguments(
+    parser: argparse.ArgumentParser, trainer_module: str, run_config_help: str, data_help: str
+) -> None:
+    """The arguments of an LM trainer's command (`pdelra lm train`, `pdelra cta-official train-lm`), run by
+    `trainer_module.train_from_args`, imported only when the command runs (it imports torch)."""
+    parser.add_argument("--run-config", required=True, metavar="FILE_OR_JSON", help=run_config_help)
+    parser.add_argument("--data", type=Path, required=True, help=data_help)
+    parser.add_argument("--out", type=Path, required=True, help="run folder for metrics.json")
+    parser.add_argument("--checkpoint-dir", type=Path, required=True, help="checkpoint folder")
+    add_device_arguments(parser)
+    parser.set_defaults(func=functools.partial(_train_lm, trainer_module))
+
+
+def _train_lm(trainer_module: str, args: argparse.Namespace) -> int:
+    """One LM run; a bad run config or data folder is one line and exit 2."""
+    from pdelra.data.errors import DataError
+    from pdelra.training.runconfig import RunConfigError
+
+    try:
+        train_from_args = importlib.import_module(trainer_module).train_from_args
+        return train_from_args(
+            args.run_config, args.data, args.out, args.checkpoint_dir, args.device, args.allow_cpu
+        )
+    except (RunConfigError, DataError) as exc:
+        log.error("%s", exc)
+        return 2
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
