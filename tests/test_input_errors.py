@@ -190,7 +190,7 @@ def test_config_check_refuses_what_the_workflow_would_refuse_or_fail_on_later(
     grid = json.loads(json.dumps(demo))
     grid["run_grids"] = ["main", "mian"]
     assert _check(tmp_path, grid, capsys) == [
-        "run_grids[1]: 'mian' is not a grid; the config's grids are: main, multiscale, related, cta"
+        "run_grids[1]: 'mian' is not a grid; the config's grids are: main, multiscale, related, cta, cta_lra"
     ]
     empty = json.loads(json.dumps(demo))
     empty["data"]["generate"]["listops"]["n_val"] = 0
