@@ -101,8 +101,9 @@ def _main_rows(frame: pd.DataFrame) -> pd.DataFrame:
 def _colours(variants: list[str]) -> dict[str, Any]:
     import seaborn as sns
 
-    palette = sns.color_palette("tab10", max(len(variants), 1))
-    return dict(zip(variants, palette, strict=False))
+    # tab10, then black and grey (the demo diagnoses 11 variants); markers tell any further repeat apart.
+    palette = [*sns.color_palette("tab10"), (0.0, 0.0, 0.0), (0.55, 0.55, 0.55)]
+    return {variant: palette[i % len(palette)] for i, variant in enumerate(variants)}
 
 
 MARKERS = "osD^vP*Xhp<>"
@@ -151,7 +152,7 @@ def figure_roughness(depth: pd.DataFrame) -> Any:
     fig.supxlabel("depth: block entered (last: output of the last block)", fontsize=11)
     fig.supylabel("relative roughness E(x)/‖x‖²", fontsize=11)
     handles = [plt.Line2D([], [], color=colours[v], marker=markers[v], label=_variant(v)) for v in variants]
-    fig.legend(handles=handles, title="position", loc="center right", frameon=False, fontsize=10)
+    fig.legend(handles=handles, title="position or system", loc="center right", frameon=False, fontsize=10)
     fig.tight_layout(rect=(0, 0, 1 - 1.9 / fig.get_figwidth(), 1))  # the key's column on the right
     return fig
 
