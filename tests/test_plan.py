@@ -43,7 +43,7 @@ def test_jobs_are_the_workflows_own(tmp_path: Path, name: str) -> None:
     assert plan["other_jobs"] == {k: v for k, v in dry_run.items() if k not in experiment.TRAINING_RULES}
     # Continuous-Time Attention's own grid: 4 tasks (demo: 2) × 2 variants × 5 seeds (demo: 1); its
     # WikiText-103 LM: 16 cells (standard, diffusion at 1/2/4/8 steps, 3 more kinds at 4, standard and
-    # diffusion at 4 data sizes) × 5 seeds (demo: standard and diffusion at 4 steps, 1 seed); its data from
+    # diffusion at 4 data sizes) × 5 seeds (demo: 6 cells, one of each experiment, 1 seed); its data from
     # DVC downloads (demo: generated; + WikiText-103 and its tokenizer) and one table job.
     if name == "config":  # the figures the README quotes
         assert dry_run["train"] == 680 and dry_run["lm_train"] == 18  # 245 + 125 + 300 + 10
@@ -51,7 +51,7 @@ def test_jobs_are_the_workflows_own(tmp_path: Path, name: str) -> None:
         assert dry_run["cta_official_train"] == 40 and dry_run["cta_lm_train"] == 16 * 5
         assert (dry_run["cta_fetch"], dry_run["cta_extract"], dry_run["cta_preprocess"]) == (5, 3, 4)
     else:
-        assert dry_run["cta_official_train"] == 4 and dry_run["cta_lm_train"] == 2
+        assert dry_run["cta_official_train"] == 4 and dry_run["cta_lm_train"] == 6
         assert (dry_run["cta_generate"], dry_run["cta_preprocess"]) == (4, 2)
     assert dry_run["cta_official_aggregate"] == 1 and dry_run["cta_lm_preprocess"] == 1
 
