@@ -519,6 +519,21 @@ def _decide(est: stats.Estimate, expected: int, margin: float) -> tuple[float, s
     return p_value, "reproduced" if within < outside else "contradicted"
 
 
+def _judged(est: stats.Estimate, expected: int, margin: float, method: str) -> dict[str, Any]:
+    """A claim row's estimate, interval, n, unadjusted word, p-value and method (with its TOST margin for a
+    no-difference claim), as `_decide` judges the estimate."""
+    p_value, word = _decide(est, expected, margin)
+    return {
+        "effect": est.effect,
+        "ci_low": est.low,
+        "ci_high": est.high,
+        "n": est.n,
+        "verdict_unadjusted": word,
+        "p_value": p_value,
+        "method": f"{method}, TOST within ±{margin:g}" if expected == 0 else method,
+    }
+
+
 def size_word(paper_effect: float, low: float, high: float) -> str:
     """`as claimed` / `smaller than claimed` / `larger than claimed` (in magnitude) from our interval."""
     if any(_isnan(x) for x in (paper_effect, low, high)):
@@ -578,17 +593,9 @@ def judge_difference(claim: Difference, a: SeedValues, b: SeedValues) -> dict[st
         return row
     excluded = a.excluded + b.excluded
     est = stats.paired(a.values, b.values)
-    p_value, word = _decide(est, claim.expected, claim.margin)
-    test = f"{est.method}, TOST within ±{claim.margin:g}" if claim.expected == 0 else est.method
     return _row(
         claim,
-        effect=est.effect,
-        ci_low=est.low,
-        ci_high=est.high,
-        n=est.n,
-        verdict_unadjusted=word,
-        p_value=p_value,
-        method=test,
+        **_judged(est, claim.expected, claim.margin, est.method),
         n_excluded=excluded,
         detail=_excluded_note(excluded),
     )
@@ -728,17 +735,10 @@ def _threshold_row(
     if missing:
         return _row(meta, kind="threshold", detail=missing)
     est = stats.paired(dict(values), dict.fromkeys(values, threshold))
-    p_value, word = _decide(est, expected, margin)
     return _row(
         meta,
         kind="threshold",
-        effect=est.effect,
-        ci_low=est.low,
-        ci_high=est.high,
-        n=est.n,
-        verdict_unadjusted=word,
-        p_value=p_value,
-        method="t" if expected else f"t, TOST within ±{margin:g}",
+        **_judged(est, expected, margin, "t"),
         detail=f"value − {threshold:g} per seed",
     )
 
