@@ -22,7 +22,7 @@ from typing import Any
 
 from pdelra.atomic import write_json_atomic
 from pdelra.bench.args import non_negative_int, positive_int
-from pdelra.bench.train_step import _resolve_device, _timer
+from pdelra.bench.train_step import _resolve_device, _timer, interleaved
 
 log = logging.getLogger(__name__)
 
@@ -50,23 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
     parser.add_argument("--seed", type=non_negative_int, default=0)
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
-
-
-def _interleaved(
-    base: Any, block: Any, rounds: int, warmup: int
-) -> tuple[list[float], list[float], list[float]]:
-    """(baseline times, block times, ratios) over the timed rounds."""
-    base_times, block_times, ratios = [], [], []
-    before = base()
-    for round_no in range(warmup + rounds):
-        t = block()
-        after = base()
-        if round_no >= warmup:
-            base_times.append(after)
-            block_times.append(t)
-            ratios.append(t / ((before + after) / 2))
-        before = after
-    return base_times, block_times, ratios
 
 
 def run(args: argparse.Namespace) -> int:
@@ -108,12 +91,13 @@ def run(args: argparse.Namespace) -> int:
     print(f"{'path':<10}{'baseline ms':>12}{'block ms':>10}{'ratio':>8}{'min':>7}{'max':>7}  official")
     with torch.inference_mode(), autocast:
         for path, (base, block) in paths.items():
-            base_times, block_times, ratios = _interleaved(
+            base_times, times, ratios_of = interleaved(
                 _timer(device, lambda base=base: base(x)),
-                _timer(device, lambda block=block: block(x)),
+                {"block": _timer(device, lambda block=block: block(x))},
                 args.rounds,
                 args.warmup,
             )
+            block_times, ratios = times["block"], ratios_of["block"]
             row = {
                 "path": path,
                 "baseline_median_s": statistics.median(base_times),

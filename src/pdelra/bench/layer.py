@@ -24,7 +24,7 @@ from typing import Any
 
 from pdelra.atomic import write_json_atomic
 from pdelra.bench.args import non_negative_int, positive_int
-from pdelra.bench.train_step import _resolve_device, _timer
+from pdelra.bench.train_step import _resolve_device, _timer, interleaved
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,8 @@ def _bench_shape(args: argparse.Namespace, device: Any, shape: tuple[int, int, i
     else:
         lengths = torch.full((b,), n, device=device)
     norm = torch.nn.LayerNorm(d).to(device=device, dtype=dtype)
-    timers = {"layernorm": _timer(device, lambda: norm(x).backward(grad), args.clock)}
+    layernorm = _timer(device, lambda: norm(x).backward(grad), args.clock)
+    timers = {}
     for scale in args.scales:
         for fused in (False, True):
             layer = DiffusionLayer(d, SCALES[scale], fused=fused).to(device)
@@ -105,22 +106,8 @@ def _bench_shape(args: argparse.Namespace, device: Any, shape: tuple[int, int, i
             timers[f"{path}:official-{kind}"] = _timer(
                 device, lambda fn=fn: fn(x, official_lengths).backward(grad), args.clock
             )
-    times: dict[str, list[float]] = {name: [] for name in timers}
-    ratios: dict[str, list[float]] = {name: [] for name in timers if name != "layernorm"}
-    for round_no in range(args.warmup + args.rounds):
-        timed = round_no >= args.warmup
-        before = timers["layernorm"]()
-        for name, timer in timers.items():
-            if name == "layernorm":
-                continue
-            t = timer()
-            after = timers["layernorm"]()
-            if timed:
-                times[name].append(t)
-                times["layernorm"].append(after)
-                ratios[name].append(t / ((before + after) / 2))
-            before = after
-    ln_median = statistics.median(times["layernorm"])
+    ln_times, times, ratios = interleaved(layernorm, timers, args.rounds, args.warmup)
+    ln_median = statistics.median(ln_times)
     print(
         f"\n(B, L, d) = {shape}, {args.dtype}, {'ragged' if args.ragged else 'full'} lengths, {device.type}, "
         f"{torch.get_num_threads()} threads, {args.rounds} rounds, {args.clock} clock: "

@@ -108,6 +108,29 @@ def _timer(device: Any, work: Callable[[], None], clock: str = "wall") -> Callab
     return timed
 
 
+def interleaved(
+    baseline: Callable[[], float], timers: dict[str, Callable[[], float]], rounds: int, warmup: int
+) -> tuple[list[float], dict[str, list[float]], dict[str, list[float]]]:
+    """Time `baseline` and each timer round after round (baseline, A, baseline, B, baseline, …): (the
+    baseline's times, each timer's times, each timer's ratios to the mean of the two baseline times around
+    it), over the `rounds` after `warmup` untimed ones."""
+    base_times: list[float] = []
+    times: dict[str, list[float]] = {name: [] for name in timers}
+    ratios: dict[str, list[float]] = {name: [] for name in timers}
+    for round_no in range(warmup + rounds):
+        timed = round_no >= warmup
+        before = baseline()
+        for name, timer in timers.items():
+            t = timer()
+            after = baseline()
+            if timed:
+                base_times.append(after)
+                times[name].append(t)
+                ratios[name].append(t / ((before + after) / 2))
+            before = after
+    return base_times, times, ratios
+
+
 def _train_step(
     args: argparse.Namespace,
     device: Any,
