@@ -19,7 +19,14 @@ from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
 from pdelra.reporting.io import MISSING, is_missing
-from pdelra.reporting.related_section import claims_display, family_claims, lift_constants, with_ci
+from pdelra.reporting.related_section import (
+    ci_cell,
+    claims_display,
+    family_claims,
+    read_table,
+    seeds_cell,
+    show_lifted,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -69,12 +76,11 @@ def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
 
     rows = []
     for _, r in summary.iterrows():
-        n, n_runs = int(r["n"]), int(r["n_runs"])
         rows.append(
             {
                 "Task": _task(r["task"]),
                 "Model": _variant(r["variant"]),
-                "Seeds": f"{n}" if n == n_runs else f"{n} of {n_runs}",
+                "Seeds": seeds_cell(r["n"], r["n_runs"]),
                 "Official (%)": _percent(r["official"]),
                 "Ours (%)": _percent(r["test_accuracy_mean"]),
                 "Ours sd (pp)": _percent(r["test_accuracy_std"]),
@@ -102,13 +108,12 @@ def lm_display(table: pd.DataFrame) -> pd.DataFrame:
 
     rows = []
     for _, r in table.iterrows():
-        n, n_runs = int(r["n"]), int(r["n_runs"])
         rows.append(
             {
                 "Model": _variant(r["variant"]),
                 "PDE steps": _number(r["cta_steps"], "{:.0f}"),
                 "Training data (%)": _number(100 * float(r["data_fraction"]), "{:g}"),
-                "Seeds": f"{n}" if n == n_runs else f"{n} of {n_runs}",
+                "Seeds": seeds_cell(r["n"], r["n_runs"]),
                 "Official perplexity": _number(r["official"]),
                 "Ours: best val perplexity": _number(r["best_val_perplexity_mean"]),
                 "Ours sd": _number(r["best_val_perplexity_std"]),
@@ -159,11 +164,11 @@ def operator_display(table: pd.DataFrame) -> pd.DataFrame:
         [
             {
                 "Task": paper.TASK_LABELS.get(r["task"], r["task"]),
-                "Seeds": "0" if is_missing(r["n"]) else f"{int(r['n'])}",
+                "Seeds": seeds_cell(r["n"], None),
                 "System": r["system"],
                 "Backbone": BACKBONE_LABELS.get(r["backbone"], r["backbone"]),
-                "Test accuracy [95 % CI]": _ci(r, "test_accuracy", "{:.4f}"),
-                "Δ vs its backbone's baseline [95 % CI]": _ci(r, "delta_vs_own_baseline", "{:+.4f}"),
+                "Test accuracy [95 % CI]": ci_cell(r, "test_accuracy", "{:.4f}"),
+                "Δ vs its backbone's baseline [95 % CI]": ci_cell(r, "delta_vs_own_baseline", "{:+.4f}"),
             }
             for _, r in table.iterrows()
         ]
@@ -173,40 +178,16 @@ def operator_display(table: pd.DataFrame) -> pd.DataFrame:
 BACKBONE_LABELS = {"pdelra": "pre-LN (the pipeline's)", "official_cta": "post-LN (CTA's official)"}
 
 
-def _ci(row: pd.Series, name: str, fmt: str) -> str:
-    return with_ci(row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"], fmt)
-
-
 def _say(text: str) -> None:
     from IPython.display import Markdown, display
 
     display(Markdown(text))
 
 
-def _read(tables_dir: Path, name: str) -> pd.DataFrame | None:
-    import pandas as pd
-
-    path = Path(tables_dir) / f"{name}.csv"
-    if not path.is_file() or path.stat().st_size == 0:
-        return None
-    table = pd.read_csv(path)
-    return table if len(table) else None
-
-
-def _show(table: pd.DataFrame, out_dir: Path, name: str, caption: str, context: tuple[str, ...] = ()) -> None:
-    from pdelra.reporting.io import show_table
-
-    shown, line = lift_constants(table, context)
-    if line:
-        _say(line)
-        caption = f"{caption}. {line}"
-    show_table(shown, out_dir, name, caption)
-
-
 def render(tables_dir: str | Path, out_dir: str | Path) -> None:
     tables_dir, out_dir = Path(tables_dir), Path(out_dir)
     _say("### Continuous-Time Attention as its authors run it")
-    summary = _read(tables_dir, "cta_official_summary")
+    summary = read_table(tables_dir, "cta_official_summary")
     if summary is None:
         _say(
             "_Not run: no `cta_official_summary.csv`; add a `cta_official` section to the config "
@@ -219,14 +200,14 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
             "trained with their recipe by `pdelra train`. Accuracy: the test split at the best epoch, as "
             "their scripts report it (they evaluate on test every epoch)."
         )
-        _show(
+        show_lifted(
             summary_display(summary),
+            ("Seeds",),
             out_dir,
             "cta_official_summary",
             "Official accuracy beside ours (mean over seeds) per task and model",
-            ("Seeds",),
         )
-    lm = _read(tables_dir, "cta_official_lm")
+    lm = read_table(tables_dir, "cta_official_lm")
     if lm is None:
         _say("_WikiText-103 (Tables 3–5): not run; add `cta_official.wikitext103` to the config._")
     else:
@@ -240,8 +221,10 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
             rows = lm[lm["ablation"] == key]
             if len(rows):
                 name = "cta_official_lm_" + key.replace(" ", "_").lower()
-                _show(lm_display(rows), out_dir, name, caption, ("Seeds", "Training data (%)", "PDE steps"))
-    operators = _read(tables_dir, "cta_operator_comparison")
+                show_lifted(
+                    lm_display(rows), ("Seeds", "Training data (%)", "PDE steps"), out_dir, name, caption
+                )
+    operators = read_table(tables_dir, "cta_operator_comparison")
     if operators is None:
         _say("_The operators on an LRA task: not run; add the grid `cta_lra` to `run_grids`._")
     else:
@@ -251,32 +234,33 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
             "evolves the attention rows instead. All three on the same task, seeds and data; each is "
             "compared with the no-PDE baseline of its own backbone (paired by seed): the backbones differ."
         )
-        _show(
+        show_lifted(
             operator_display(operators),
+            ("Seeds", "Task"),
             out_dir,
             "cta_operator_comparison",
             "The official CTA operator, our attention-row CTA and After Attention diffusion on one LRA task: "
             "test accuracy (mean over seeds) and Δ vs the baseline of the same backbone",
-            ("Seeds", "Task"),
         )
-    claims = _read(tables_dir, "claims")
+    claims = read_table(tables_dir, "claims")
     rows = None if claims is None else family_claims(claims, FAMILY)
     if rows is None or rows.empty:
         _say(f"_Not run: `claims.csv` has no `{FAMILY}` claims._")
     else:
-        _show(
+        show_lifted(
             claims_display(rows),
+            ("n", "Method"),
             out_dir,
             "cta_official_claims",
             f"Continuous-Time Attention's own numbers as claims: our effect with its 95 % CI over seeds and "
             f"the verdict, Holm-adjusted within the family `{FAMILY}` (claims.csv)",
-            ("n", "Method"),
         )
     _say(
         "**Where our recipe departs from the official scripts**\n\n" + "\n".join(f"- {d}" for d in DEVIATIONS)
     )
-    _show(
+    show_lifted(
         differences_table(),
+        (),
         out_dir,
         "cta_official_differences",
         "The official operator and model (pdelra.cta_official) against the pipeline's reading of the "

@@ -58,11 +58,11 @@ def with_ci(value: Any, low: Any, high: Any, fmt: str) -> str:
     return f"{text} [{lo}, {hi}]"
 
 
-def _ci_cell(row: pd.Series, name: str, fmt: str) -> str:
+def ci_cell(row: pd.Series, name: str, fmt: str) -> str:
     return with_ci(row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"], fmt)
 
 
-def _seeds(n: Any, n_runs: Any) -> str:
+def seeds_cell(n: Any, n_runs: Any) -> str:
     """Seeds behind a row: "3", or "2 of 3" when runs did not complete."""
     if is_missing(n):
         return "0"
@@ -125,12 +125,12 @@ def lm_eval_display(table: pd.DataFrame) -> pd.DataFrame:
             "Corpus": _corpus(r["task"]),
             "Width": _width(r["scale"]),
             "Epochs run (max)": _number(r["max_epochs_run"], "{:.0f}"),
-            "Seeds": _seeds(r["n"], r["n_runs"]),
+            "Seeds": seeds_cell(r["n"], r["n_runs"]),
             "Δ method": r["delta_method"] if isinstance(r["delta_method"], str) else "",
             "Condition": _label(r["variant"]),
-            f"Test loss (nats/token) {CI}": _ci_cell(r, "loss_nats", LOSS),
+            f"Test loss (nats/token) {CI}": ci_cell(r, "loss_nats", LOSS),
             "Bits/byte": _number(r["bits_per_byte"], LOSS),
-            f"Δ vs MHA (nats) {CI}": _ci_cell(r, "delta_vs_mha_nats", "{:+.3f}"),
+            f"Δ vs MHA (nats) {CI}": ci_cell(r, "delta_vs_mha_nats", "{:+.3f}"),
             "Seed's ΔEval (nats)": _number(r["paper_delta_nats"], "{:+.3f}").replace("-", "−"),
         },
     )
@@ -147,11 +147,11 @@ def ablation_display(table: pd.DataFrame) -> pd.DataFrame:
         lambda r: {
             "Corpus": _corpus(r["task"]),
             "Width": _width(r["scale"]),
-            "Seeds": _seeds(r["n"], r["n_runs"]),
+            "Seeds": seeds_cell(r["n"], r["n_runs"]),
             "Δ method": r["delta_method"] if isinstance(r["delta_method"], str) else "",
             "α allocation": ALLOCATION_LABELS.get(r["setting"], r["setting"]),
-            f"Test loss (nats/token) {CI}": _ci_cell(r, "loss_nats", LOSS),
-            f"Δ vs joint α (nats) {CI}": _ci_cell(r, "delta_vs_joint_nats", "{:+.3f}"),
+            f"Test loss (nats/token) {CI}": ci_cell(r, "loss_nats", LOSS),
+            f"Δ vs joint α (nats) {CI}": ci_cell(r, "delta_vs_joint_nats", "{:+.3f}"),
             "Seed's Δ (nats)": paper_range(r),
         },
     )
@@ -174,13 +174,13 @@ def layers_display(table: pd.DataFrame) -> pd.DataFrame:
         lambda r: {
             "Corpus": _corpus(r["task"]),
             "Width": _width(r["scale"]),
-            "Seeds": _seeds(r["n"], math.nan),
+            "Seeds": seeds_cell(r["n"], math.nan),
             "Final step": _number(r["final_step"], "{:.0f}"),
             "α allocation": ALLOCATION_LABELS.get(r["setting"], r["setting"]),
             "Layer": f"L{int(r['layer'])}",
-            f"α {CI}": _ci_cell(r, "alpha", ALPHA),
-            f"η {CI}": _ci_cell(r, "eta", LAYER_VALUE),
-            f"eff_Pe {CI}": _ci_cell(r, "eff_pe", LAYER_VALUE),
+            f"α {CI}": ci_cell(r, "alpha", ALPHA),
+            f"η {CI}": ci_cell(r, "eta", LAYER_VALUE),
+            f"eff_Pe {CI}": ci_cell(r, "eff_pe", LAYER_VALUE),
             "Seed reports": seed_reported(r["setting"], int(r["layer"])),
         },
     )
@@ -191,13 +191,13 @@ def cta_display(table: pd.DataFrame) -> pd.DataFrame:
         table,
         lambda r: {
             "Scale": SCALE_LABELS.get(r["scale"], r["scale"]),
-            "Seeds": _seeds(r["n"], r["n_runs"]),
+            "Seeds": seeds_cell(r["n"], r["n_runs"]),
             "Δ method": r["delta_method"] if isinstance(r["delta_method"], str) else "",
             "Task": _task(r["task"]),
             "PDE type": _label(r["variant"]),
             "Pseudo-time steps": _steps(r["pseudo_time_steps"], r["setting"]),
-            f"Test accuracy {CI}": _ci_cell(r, "test_accuracy", ACCURACY),
-            f"Δ vs baseline {CI}": _ci_cell(r, "delta_vs_baseline", "{:+.4f}"),
+            f"Test accuracy {CI}": ci_cell(r, "test_accuracy", ACCURACY),
+            f"Δ vs baseline {CI}": ci_cell(r, "delta_vs_baseline", "{:+.4f}"),
         },
     )
 
@@ -207,7 +207,7 @@ def cost_display(table: pd.DataFrame) -> pd.DataFrame:
         table,
         lambda r: {
             "Scale": SCALE_LABELS.get(r["scale"], r["scale"]),
-            "Seeds": _seeds(r["n"], math.nan),
+            "Seeds": seeds_cell(r["n"], math.nan),
             "Task": _task(r["task"]),
             "PDE type": _label(r["variant"]),
             "Pseudo-time steps": _steps(r["pseudo_time_steps"], r["setting"]),
@@ -259,11 +259,12 @@ def claims_display(claims: pd.DataFrame) -> pd.DataFrame:
 # Rendering
 
 
-def _read(tables_dir: Path, name: str) -> pd.DataFrame | None:
+def read_table(tables_dir: Path, name: str) -> pd.DataFrame | None:
+    """`tables_dir/name.csv`, or None when it is absent, empty or has no rows (the section says "not run")."""
     import pandas as pd
 
-    path = tables_dir / f"{name}.csv"
-    if not path.is_file():
+    path = Path(tables_dir) / f"{name}.csv"
+    if not path.is_file() or path.stat().st_size == 0:
         return None
     table = pd.read_csv(path)
     return table if len(table) else None
@@ -275,7 +276,7 @@ def _say(text: str) -> None:
     display(Markdown(text))
 
 
-def _show(table: pd.DataFrame, context: Sequence[str], out_dir: Path, name: str, caption: str) -> None:
+def show_lifted(table: pd.DataFrame, context: Sequence[str], out_dir: Path, name: str, caption: str) -> None:
     """Show `table` with its constant context columns stated once above it (and in the saved caption)."""
     from pdelra.reporting.io import show_table
 
@@ -291,7 +292,7 @@ def _not_run(what: str, why: str) -> None:
 
 
 def _claims(tables_dir: Path, out_dir: Path, family: str, name: str, who: str) -> None:
-    claims = _read(tables_dir, "claims")
+    claims = read_table(tables_dir, "claims")
     if claims is None:
         _not_run(f"{who}'s claims", "no `claims.csv` in the tables folder")
         return
@@ -299,7 +300,7 @@ def _claims(tables_dir: Path, out_dir: Path, family: str, name: str, who: str) -
     if rows.empty:
         _not_run(f"{who}'s claims", f"`claims.csv` has no `{family}` claims")
         return
-    _show(
+    show_lifted(
         claims_display(rows),
         ("n", "Method"),
         out_dir,
@@ -392,7 +393,7 @@ def _seed_lines(axes: Any, layers: Sequence[int]) -> list[Any]:
 
 def render_lm(tables_dir: Path, out_dir: Path) -> None:
     _say("### PhysQK-AD as a byte-level language model")
-    eval_loss = _read(tables_dir, "lm_eval_loss")
+    eval_loss = read_table(tables_dir, "lm_eval_loss")
     if eval_loss is None:
         _not_run("PhysQK-AD's language model", "no `lm_eval_loss.csv`; add an `lm` section to the config")
         return
@@ -402,18 +403,18 @@ def render_lm(tables_dir: Path, out_dir: Path) -> None:
         "epochs, 128-byte windows, 3 seeds."
     )
     lm_context = ("Corpus", "Width", "Epochs run (max)", "Seeds", "Δ method", "Final step")
-    _show(
+    show_lifted(
         lm_eval_display(eval_loss),
         lm_context,
         out_dir,
         "lm_eval_loss",
         "LM test loss per condition (mean over seeds), Δ vs MHA paired by seed, and the seed's ΔEval",
     )
-    ablation = _read(tables_dir, "lm_alpha_ablation")
+    ablation = read_table(tables_dir, "lm_alpha_ablation")
     if ablation is None:
         _not_run("the α-allocation ablation", "no PhysQK-AD runs")
     else:
-        _show(
+        show_lifted(
             ablation_display(ablation),
             lm_context,
             out_dir,
@@ -421,18 +422,18 @@ def render_lm(tables_dir: Path, out_dir: Path) -> None:
             "PhysQK-AD's α allocations: test loss and Δ vs joint per-layer α (the seed: simpler "
             "allocations win by {:g}–{:g} nats)".format(*paper.PHYSQK_AD_ABLATION_GAIN),
         )
-    layers = _read(tables_dir, "lm_layers")
+    layers = read_table(tables_dir, "lm_layers")
     if layers is None:
         _not_run("PhysQK-AD's per-layer α, η, eff_Pe", "no PhysQK-AD run logged them")
     else:
-        _show(
+        show_lifted(
             layers_display(layers),
             (*lm_context, "α allocation"),
             out_dir,
             "lm_layers",
             "PhysQK-AD's final α, η and eff_Pe per layer (mean over seeds; layers numbered from 0)",
         )
-    trajectory = _read(tables_dir, "lm_layer_trajectory")
+    trajectory = read_table(tables_dir, "lm_layer_trajectory")
     if trajectory is not None:
         _show_dynamics(trajectory, out_dir)
     _say("#### PhysQK-AD's claims")
@@ -441,7 +442,7 @@ def render_lm(tables_dir: Path, out_dir: Path) -> None:
 
 def render_cta(tables_dir: Path, out_dir: Path) -> None:
     _say("### Continuous-Time Attention: PDE type × pseudo-time steps")
-    accuracy = _read(tables_dir, "cta_type_steps")
+    accuracy = read_table(tables_dir, "cta_type_steps")
     if accuracy is None:
         _not_run("Continuous-Time Attention", "no `cta_type_steps.csv`; add the grid `cta` to `run_grids`")
         return
@@ -450,7 +451,7 @@ def render_cta(tables_dir: Path, out_dir: Path) -> None:
         "the default. The baseline is the standard Transformer (`none`) on the same tasks and seeds."
     )
     context = ("Scale", "Seeds", "Δ method", "Task")
-    _show(
+    show_lifted(
         cta_display(accuracy),
         context,
         out_dir,
@@ -458,11 +459,11 @@ def render_cta(tables_dir: Path, out_dir: Path) -> None:
         "CTA test accuracy per task, PDE type and pseudo-time steps (mean over seeds) and Δ vs the "
         "baseline Transformer, paired by seed",
     )
-    cost = _read(tables_dir, "cta_cost")
+    cost = read_table(tables_dir, "cta_cost")
     if cost is None:
         _not_run("CTA's cost", "no `cta_cost.csv`")
     else:
-        _show(
+        show_lifted(
             cost_display(cost),
             context,
             out_dir,
