@@ -34,10 +34,12 @@ BUDGET=${BUDGET:-540}  # seconds for the selected steps together (a device call:
 # STEPS="a b ..." runs only the named steps (in the script's order), e.g. the cost figures of the plan in one
 # call and the rest in another: STEPS="environment pack compile buckets_listops buckets_text plan".
 STEPS=${STEPS:-}
+KNOWN_STEPS=""
 
 step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAME.log, one summary line
     local name=$1 limit=$2
     shift 2
+    KNOWN_STEPS="$KNOWN_STEPS $name"
     if [ -n "$STEPS" ] && [[ " $STEPS " != *" $name "* ]]; then
         return
     fi
@@ -115,6 +117,9 @@ step cta_block 60 "${PDELRA[@]}" bench cta-block --device cuda --compile --json 
 
 step plan 90 "${PDELRA[@]}" plan config/config.yaml --device cuda --steps 2 --json "$OUT/plan.json"
 
+for wanted in $STEPS; do  # a misspelt step would otherwise be skipped without a word
+    [[ " $KNOWN_STEPS " == *" $wanted "* ]] || echo "STEPS: no step named '$wanted' (steps:$KNOWN_STEPS)" | tee -a "$SUMMARY"
+done
 {
     show() {  # show TITLE LOG PATTERN: the matching lines of a step's log, when that step ran
         [ -f "$OUT/$2.log" ] || return 0
