@@ -9,15 +9,26 @@ from typing import TYPE_CHECKING
 from pdelra.reporting import style
 from pdelra.reporting.io import save_table, show_figure
 from pdelra.reporting.sections import Report, say
-from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS, headline
+from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS, headline, what_would_decide
 
 if TYPE_CHECKING:
     import pandas as pd
 
 SIGN_PREFIX = "table11_sign_"
-# The headline table's header: claim_id, claim, paper_effect, effect [ci_low, ci_high], n, verdict, size,
-# p_adjusted of claims.csv.
-HEADLINE_HEADER = ("claim", "statement", "paper", "ours [95 % CI]", "n", "verdict", "size", "p (adjusted)")
+# The headline table's header: claim_id, claim, paper_effect, effect [ci_low, ci_high], unit, n, verdict,
+# size, p_adjusted of claims.csv, and what would decide an undecided claim (from its power columns).
+HEADLINE_HEADER = (
+    "claim",
+    "statement",
+    "paper",
+    "ours [95 % CI]",
+    "unit",
+    "n",
+    "verdict",
+    "size",
+    "p (adjusted)",
+    "what would decide it",
+)
 
 
 def render(report: Report) -> None:
@@ -62,11 +73,13 @@ def _claims_html(head: pd.DataFrame) -> str:
             f"<td>{html.escape(str(c['claim']))}</td>",
             f'<td style="text-align:right">{style.effect(c["paper_effect"])}</td>',
             f'<td style="text-align:right">{_effect_ci(c)}</td>',
+            f"<td>{html.escape(str(c['unit']))}</td>",
             f'<td style="text-align:right">{int(c["n"])}</td>',
             f'<td style="background:{style.verdict_colour(c["verdict"])};font-weight:bold">'
             f"{html.escape(str(c['verdict']))}</td>",
             f"<td>{html.escape(str(c['size'])) if isinstance(c['size'], str) else style.MISSING}</td>",
             f'<td style="text-align:right">{style.number(c["p_adjusted"], "{:.3g}")}</td>',
+            f"<td>{html.escape(what_would_decide(c))}</td>",
         ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     head_row = "".join(f"<th>{html.escape(label)}</th>" for label in HEADLINE_HEADER)
