@@ -441,3 +441,44 @@ def test_a_section_can_only_read_a_declared_table(tmp_path: Path) -> None:
     assert report.table("runs").empty  # declared, not there yet: empty
     with pytest.raises(UndeclaredTableError, match="metrics"):
         report.table("metrics")
+
+
+def test_std_error_bars_only_where_a_bar_has_two_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Figures 6 and 9/10 draw ± std over seeds: none for a bar of one seed (its std is no spread; a
+    zero-length bar with caps read as "no variation"), and their keys or captions say so."""
+    import types
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from pdelra.reporting.sections import multiscale, table10
+
+    drawn: list = []
+    for module in (table10, multiscale):
+        monkeypatch.setattr(module, "show_figure", lambda fig, *a, **_: drawn.append((fig, a[-1])))
+    report = types.SimpleNamespace(out_dir=tmp_path)
+    n = {"none": 1, "after_embedding": 3, "after_mlp": 1}  # the demo: one seed; here one bar has three
+
+    def bar(variant: str, **keys: object) -> dict:
+        spread = 0.01 if n[variant] > 1 else float("nan")  # results.tables: no std for one seed
+        return {"variant": variant, "mean": 0.4, "std": spread, "n": n[variant], **keys}
+
+    table10._figure6(
+        report, pd.DataFrame([bar(v, task="listops", paper=paper.TABLE10[v]["listops"]) for v in n])
+    )
+    gains = {"gain_over_baseline": 0.01, "paper": 0.4, "paper_gain_over_baseline": 0.01}
+    scales = ("h1", "h2", "h4", "multi")
+    t12 = pd.DataFrame([bar(v, scale=s, **gains) for v in ("after_embedding", "after_mlp") for s in scales])
+    multiscale._figure9_10(report, t12, ["after_embedding", "after_mlp"])
+    (fig6, caption6), (fig9, caption9) = drawn
+
+    def segments(fig: object) -> list[int]:
+        bars = [c for ax in fig.axes for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+        return [len(c.lines[2][0].get_segments()) for c in bars]
+
+    assert segments(fig6) == [1]  # After Embedding's bar only
+    assert sum(segments(fig9)) == 2 * len(scales)  # After Embedding's, per scale, in both panels
+    assert "none where a bar has one seed" in caption6 and "none where a bar has one seed" in caption9
+    assert any("n ≥ 2" in t.get_text() for t in fig6.legends[0].get_texts())
