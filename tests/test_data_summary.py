@@ -67,3 +67,14 @@ def test_cli_writes_data_csv_and_names_a_bad_manifest(tmp_path: Path, capsys: py
     spec["listops"]["manifest"] = str(tmp_path / "missing" / "manifest.json")
     with pytest.raises(DataSummaryError, match=r"missing/manifest\.json"):
         summarise(spec)
+
+
+def test_the_banner_shows_a_generators_settings_as_words(tmp_path: Path) -> None:
+    settings = {"max_length": 128, "min_length": 64, "n_test": 100, "n_train": 400, "n_val": 100, "seed": 0}
+    spec = _spec(tmp_path, "generated", 120, {"d_model": 32, "n_layers": 2, "n_heads": 2, "batch_size": 32})
+    spec["listops"]["origin"] = f"pdelra generate listops {json.dumps(settings, sort_keys=True)}"
+    md = banner.banner_markdown(summarise(spec))
+    assert "{" not in md and '"' not in md  # not the origin's raw JSON
+    row = next(line for line in md.splitlines() if line.startswith("| ListOps"))
+    assert "pdelra generate listops: 400 train, 100 val, 100 test; length 64–128; seed 0" in row
+    assert banner.origin_text("https://x/y.gz (md5 ab)") == "https://x/y.gz (md5 ab)"  # real data as it is

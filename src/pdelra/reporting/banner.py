@@ -2,13 +2,16 @@
 
 Display only: it formats `tables/data.csv` (`pdelra data-summary`). When any task differs from the paper's
 setting (generated data, another length, another model size than Table 8) the banner's first line says, in
-words, that the verdicts say nothing about the paper.
+words, that the verdicts say nothing about the paper. A generator's settings (the `origin` column's JSON)
+are shown as words.
 """
 
 from __future__ import annotations
 
 import html
-from typing import TYPE_CHECKING
+import json
+import re
+from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
 
@@ -26,6 +29,39 @@ def headline(data: pd.DataFrame) -> str:
     return PAPER_HEADLINE if bool(data["paper_setting"].astype(bool).all()) else TOY_HEADLINE
 
 
+GENERATED = re.compile(r"pdelra generate (?P<task>\S+) (?P<settings>\{.*\})")
+
+
+def generator_settings(origin: Any) -> tuple[str, dict[str, Any]] | None:
+    """(task, settings) of a generated task's origin "pdelra generate TASK {json}"; None for real data."""
+    match = GENERATED.fullmatch(str(origin).strip())
+    if match is None:
+        return None
+    try:
+        settings = json.loads(match["settings"])
+    except json.JSONDecodeError:
+        return None
+    return (match["task"], settings) if isinstance(settings, dict) else None
+
+
+def origin_text(origin: Any) -> str:
+    """The origin as a reader reads it: a generator's settings as words ("pdelra generate text: 400 train,
+    100 val, 100 test; length 64–128; seed 0"), real data's URL and md5 as they are."""
+    parsed = generator_settings(origin)
+    if parsed is None:
+        return "" if origin is None or str(origin) == "nan" else str(origin)
+    task, settings = parsed
+    settings = dict(settings)
+    parts = []
+    sizes = [f"{settings.pop(f'n_{s}')} {s}" for s in ("train", "val", "test") if f"n_{s}" in settings]
+    if sizes:
+        parts.append(", ".join(sizes))
+    if "min_length" in settings and "max_length" in settings:
+        parts.append(f"length {settings.pop('min_length')}–{settings.pop('max_length')}")
+    parts += [f"{key.replace('_', ' ')} {value}" for key, value in sorted(settings.items())]
+    return f"pdelra generate {task}: " + "; ".join(parts)
+
+
 def _ordered(data: pd.DataFrame) -> pd.DataFrame:
     order = {t: i for i, t in enumerate(paper.TASKS)}
     return data.assign(_o=data["task"].map(order).fillna(len(order))).sort_values("_o").drop(columns="_o")
@@ -39,7 +75,7 @@ def rows(data: pd.DataFrame) -> list[dict[str, str]]:
             {
                 "Task": paper.TASK_LABELS.get(r["task"], r["task"]),
                 "Data": str(r["data"]),
-                "Origin": str(r["origin"]),
+                "Origin": origin_text(r["origin"]),
                 "Train / val / test": f"{r['n_train']:,} / {r['n_val']:,} / {r['n_test']:,}",
                 "Length (paper)": f"{r['max_length']} ({r['paper_max_length']})",
                 "d_model, layers, heads, batch (paper's Table 8)": (
