@@ -3,7 +3,10 @@
 Display only: it formats `tables/data.csv` (`pdelra data-summary`). When any task differs from the paper's
 setting (generated data, another length, another model size than Table 8) the banner's first line says, in
 words, that the verdicts say nothing about the paper. A generator's settings (the `origin` column's JSON)
-are shown as words.
+are shown as words, and where the split sizes trained on differ from the generator's n_train / n_val /
+n_test a note under the table says why: the real layout of Text, Image and Pathfinder has no validation
+split, so the generator writes n_train + n_val items and preprocessing carves the splits with the fixed
+fractions it uses on the real data (`pdelra.data.preprocess`).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
+from pdelra.data.preprocess import CIFAR_TRAIN_FRACTION, PATHFINDER_FRACTIONS, TEXT_VAL_FRACTION
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -21,6 +25,7 @@ if TYPE_CHECKING:
 TOY_HEADLINE = "Not the paper's setting: verdicts on this data say nothing about the paper."
 PAPER_HEADLINE = "The paper's setting: real data, the paper's lengths and Table 8's model on every task."
 MISSING_HEADLINE = "The data this report ran on is not described (no tables/data.csv)."
+SPLIT_NOTE_HEAD = "**Split sizes other than the config's:**"
 
 
 def headline(data: pd.DataFrame) -> str:
@@ -30,6 +35,26 @@ def headline(data: pd.DataFrame) -> str:
 
 
 GENERATED = re.compile(r"pdelra generate (?P<task>\S+) (?P<settings>\{.*\})")
+# Per task whose real layout lacks a validation split (or any split): what the layout lacks, what its
+# generator writes (from n_train, n_val, n_test) and how preprocessing splits it, as for the real data.
+CARVED = {
+    "text": (
+        "aclImdb has no validation split",
+        lambda tr, va, te: f"n_train + n_val = {tr + va:,} train reviews and {te:,} test",
+        f"carves {TEXT_VAL_FRACTION:.0%} of train as validation",
+    ),
+    "image": (
+        "CIFAR-10 has no validation split",
+        lambda tr, va, te: f"n_train + n_val = {tr + va:,} train images and {te:,} test",
+        f"keeps {CIFAR_TRAIN_FRACTION:.0%} of train for training and the rest for validation",
+    ),
+    "pathfinder": (
+        "Pathfinder has no splits",
+        lambda tr, va, te: f"all {tr + va + te:,} images in one set",
+        "splits them " + "/".join(f"{f:.0%}".removesuffix("%") for f in PATHFINDER_FRACTIONS) + " % into "
+        "train/val/test",
+    ),
+}
 
 
 def generator_settings(origin: Any) -> tuple[str, dict[str, Any]] | None:
@@ -60,6 +85,34 @@ def origin_text(origin: Any) -> str:
         parts.append(f"length {settings.pop('min_length')}–{settings.pop('max_length')}")
     parts += [f"{key.replace('_', ' ')} {value}" for key, value in sorted(settings.items())]
     return f"pdelra generate {task}: " + "; ".join(parts)
+
+
+def split_notes(data: pd.DataFrame) -> list[str]:
+    """Why a generated task's split sizes differ from its generator's n_train / n_val / n_test (one line a
+    task; none where they agree or the data is real)."""
+    notes = []
+    for _, r in _ordered(data).iterrows():
+        parsed = generator_settings(r.get("origin"))
+        if parsed is None:
+            continue
+        settings = parsed[1]
+        asked = [settings.get(f"n_{s}") for s in ("train", "val", "test")]
+        got = [r.get(f"n_{s}") for s in ("train", "val", "test")]
+        if any(x is None or x != x for x in (*asked, *got)):  # x != x: NaN, a manifest without counts
+            continue
+        if [int(a) for a in asked] == [int(g) for g in got]:
+            continue
+        task, label = str(r["task"]), paper.TASK_LABELS.get(str(r["task"]), str(r["task"]))
+        shown = " / ".join(f"{int(g):,}" for g in got)
+        note = f"{label}: {shown}, not the config's {' / '.join(f'{int(a):,}' for a in asked)}."
+        if task in CARVED:
+            lacks, writes, splits = CARVED[task]
+            note += (
+                f" {lacks}, so the generator writes its real layout, {writes(*map(int, asked))}, and "
+                f"preprocessing {splits}, as it does for the real data."
+            )
+        notes.append(note)
+    return notes
 
 
 def _ordered(data: pd.DataFrame) -> pd.DataFrame:
@@ -97,6 +150,9 @@ def banner_markdown(data: pd.DataFrame) -> str:
     header = list(table[0])
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(r[h].replace("|", "\\|") for h in header) + " |" for r in table]
+    notes = split_notes(data)
+    if notes:
+        lines += ["", SPLIT_NOTE_HEAD, "", *(f"- {note}" for note in notes)]
     return f"**{headline(data)}**\n\n" + "\n".join(lines)
 
 
@@ -110,7 +166,9 @@ def banner_html(data: pd.DataFrame) -> str:
     body = "".join(
         "<tr>" + "".join(f"<td>{html.escape(v)}</td>" for v in r.values()) + "</tr>" for r in table
     )
+    notes = "".join(f"<li>{html.escape(note)}</li>" for note in split_notes(data))
+    said = f"<p>{html.escape(SPLIT_NOTE_HEAD.strip('*'))}</p><ul>{notes}</ul>" if notes else ""
     return (
         f'<div class="banner {kind}"><p><strong>{html.escape(headline(data))}</strong></p>'
-        f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table></div>'
+        f'<table class="data"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{said}</div>'
     )
