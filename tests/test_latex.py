@@ -116,6 +116,22 @@ def test_long_tables_continue_in_floats_of_even_size_with_one_label() -> None:
     assert sum(rows_per_float) == 100 and max(rows_per_float) - min(rows_per_float) <= 1
 
 
+def test_the_list_of_tables_has_one_entry_per_table(pdflatex: str, tmp_path: Path) -> None:
+    """A table split over pages is one entry, under its caption: no blank line for each "continued" float,
+    and its number is not repeated."""
+    save_table(pd.DataFrame({"i": range(100), "x": [0.5] * 100}), tmp_path, "long", "Long")
+    save_table(table10_like(), tmp_path, "table10", "Table 10")
+    tex = write_paper_tables(tmp_path)
+    assert (tmp_path / "tables" / "long.tex").read_text().count(r"\caption") == 1
+    for _ in range(2):  # the second run reads the list of tables the first wrote
+        subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tex.parent,
+                       capture_output=True, check=True)  # fmt: skip
+    # A line of the .lot: \contentsline {table}{\numberline {1}{\ignorespaces Long}}{2}{}%
+    lot = tex.with_suffix(".lot").read_text()
+    entries = re.findall(r"\\numberline \{(\d+)\}\{\\ignorespaces ?(.*?)\}\}", lot)
+    assert entries == [("1", "Long"), ("2", "Table 10")]
+
+
 def test_paper_tables_inputs_every_recorded_table_in_order(tmp_path: Path) -> None:
     save_table(table10_like(), tmp_path, "table10", "Table 10")
     save_table(unicode_heavy(), tmp_path, "symbols", "Symbols")

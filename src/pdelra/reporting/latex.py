@@ -342,7 +342,8 @@ def table_tex(
     label: str,
 ) -> str:
     """The table (cells as plain text; `numeric[i]` right-aligns column i) as an `\\input`-able LaTeX body:
-    one booktabs `table` float per page-full of rows, caption and `\\label{tab:<label>}` on the first."""
+    one booktabs `table` float per page-full of rows, caption and `\\label{tab:<label>}` on the first (the
+    only entry in the list of tables; the others repeat its number and caption, "continued")."""
     if not header:
         raise ValueError(f"table {label!r} has no columns")
     spec, heads, heights, width = _layout(header, rows, numeric)
@@ -355,8 +356,8 @@ def table_tex(
         title = latex_escape(caption)
         if n == 0:
             head = [rf"\caption{{{title}}}", rf"\label{{tab:{label}}}"]
-        else:  # the same number again, left out of the list of tables
-            head = [r"\addtocounter{table}{-1}", rf"\caption[]{{{title} (continued)}}"]
+        else:  # the same number again, set by hand: a \caption (even \caption[]) adds a list-of-tables line
+            head = [rf"Table~\thetable: {title} (continued)\par", r"\vspace{\abovecaptionskip}"]
         float_ = [
             r"\begin{table}[htbp]",
             r"\centering",
