@@ -102,7 +102,10 @@ def test_wide_tables_turn_the_page_and_free_text_wraps() -> None:
     tex = to_latex(claims_like(5), "Every claim", "claims")
     assert r"\begin{landscape}" in tex and r"\documentclass" not in tex
     spec = re.search(r"\\begin\{tabular\}\{(.*)\}\n", tex).group(1)
-    assert spec.count("p{16em}") == 3  # claim, method, detail
+    widths = re.findall(r"p\{([\d.]+)em\}", spec)
+    # claim_id, claim, method, detail wrap, each as narrow as two lines of its longest cell allow (≤ 16em)
+    assert widths == ["8.5", "16", "15.5", "16"]
+    assert r"table11\_\allowbreak{}sign\_\allowbreak{}after" in tex  # an identifier breaks after "_"
     assert r"\pdelrafit{" in tex and r"\label{tab:claims}" in tex
     small = to_latex(pd.DataFrame({"task": ["listops"], "acc": [0.5]}), "Small", "small")
     assert r"\begin{landscape}" not in small and "p{" not in small
