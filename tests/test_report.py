@@ -482,3 +482,31 @@ def test_std_error_bars_only_where_a_bar_has_two_seeds(
     assert sum(segments(fig9)) == 2 * len(scales)  # After Embedding's, per scale, in both panels
     assert "none where a bar has one seed" in caption6 and "none where a bar has one seed" in caption9
     assert any("n ≥ 2" in t.get_text() for t in fig6.legends[0].get_texts())
+
+
+def test_the_claims_table_prints_the_columns_a_reader_needs(
+    sections_out: tuple[Path, list, list[Path]],
+) -> None:
+    """claims.csv keeps its 21 machine columns; claims.md and .tex (so paper-tables.pdf) print the reader's
+    few, the effect with its interval in one cell, so the table is legible on a page."""
+    import re
+
+    from pdelra.reporting.sections.claims import PRINTED_HEADER
+
+    root, _, _ = sections_out
+    tables = root / "report" / "tables"
+    assert list(pd.read_csv(tables / "claims.csv").columns) == list(CLAIM_COLUMNS)
+    tex = (tables / "claims.tex").read_text()
+    spec = re.search(r"\\begin\{tabular\}\{(.*)\}\n", tex).group(1)
+    assert len(re.findall(r"p\{[\d.]+em\}|[lr]", re.sub(r">\{[^}]*\}", "", spec))) == len(PRINTED_HEADER)
+    header = (tables / "claims.md").read_text().splitlines()[0]
+    assert [h.strip() for h in header.strip("|").split("|")] == list(PRINTED_HEADER)
+    claims = pd.read_csv(tables / "claims.csv").set_index("claim_id")
+    row = next(
+        line
+        for line in (tables / "claims.md").read_text().splitlines()
+        if "| multiscale_gain_after_embedding |" in line
+    )
+    effect = claims.loc["multiscale_gain_after_embedding"]
+    assert f"{effect['effect']:+.4f} [{effect['ci_low']:+.4f}, {effect['ci_high']:+.4f}]" in row
+    assert f"({effect['source']})" in row
