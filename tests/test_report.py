@@ -482,6 +482,16 @@ def test_std_error_bars_only_where_a_bar_has_two_seeds(
     assert sum(segments(fig9)) == 2 * len(scales)  # After Embedding's, per scale, in both panels
     assert "none where a bar has one seed" in caption6 and "none where a bar has one seed" in caption9
     assert any("n ≥ 2" in t.get_text() for t in fig6.legends[0].get_texts())
+    # Figure 3 and the cost overhead (horizontal bars): the same rule.
+    from pdelra.reporting.sections import cost, table6
+
+    for module in (table6, cost):
+        monkeypatch.setattr(module, "show_figure", lambda fig, *a, **_: drawn.append((fig, a[-1])))
+    table6._figure3(report, pd.DataFrame([bar(v, paper=paper.TABLE10[v]["average"]) for v in n]))
+    overhead = pd.DataFrame([bar(v, scale="h1") for v in n if v != "none"])
+    cost._figure(types.SimpleNamespace(out_dir=tmp_path, table=lambda name: overhead))
+    (fig3, caption3), (fig_cost, _) = drawn[2:]
+    assert segments(fig3) == [1] and segments(fig_cost) == [1] and "none with one seed" in caption3
 
 
 def test_the_claims_table_prints_the_columns_a_reader_needs(
