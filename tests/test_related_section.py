@@ -192,6 +192,11 @@ def test_cta_table_shows_epochs_and_says_when_steps_trained_different_budgets(
     note = rs.epochs_confound(table)
     assert "ListOps (baseline: 4; 1 step: 2; 3 steps: 4; 4 steps: 2 epochs)" in note
     assert rs.epochs_confound(related.cta_table(cta_runs().assign(max_epochs=4))) == ""  # one budget
+    wide = cta_runs().assign(max_epochs=4)
+    wide.loc[wide["setting"] == "steps4", ["setting", "max_epochs"]] = ["wide", 8]  # not a steps setting
+    assert "ListOps (baseline: 4; 1 step: 4; 3 steps: 4; wide: 8 epochs)" in rs.epochs_confound(
+        related.cta_table(wide)
+    )
     assert rs.epochs_confound(related.cta_table(cta_runs())) == ""  # no epoch columns (older tables)
     folder = tmp_path / "tables"
     _write_tables(folder)

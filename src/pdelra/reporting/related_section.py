@@ -210,16 +210,26 @@ def epochs_confound(table: pd.DataFrame) -> str:
     also one of training length; "" when every task's rows share one budget."""
     if "max_epochs" not in table.columns:
         return ""
+
+    def compared(row: pd.Series) -> tuple[float, str]:
+        """(sort key, words) of a row's group: the baseline first, then the steps in order."""
+        steps = row["pseudo_time_steps"]
+        if row["variant"] == BASELINE:
+            return -1.0, "baseline"
+        if is_missing(steps):
+            return math.inf, str(row["setting"])
+        return float(steps), f"{steps:.0f} step" + ("s" if steps != 1 else "")
+
     notes = []
     for task, rows in table[table["max_epochs"].notna()].groupby("task", sort=False):
-        steps = rows["pseudo_time_steps"].fillna(-1)  # the baseline's row first
-        budgets = rows.groupby(steps, sort=True)["max_epochs"].agg(lambda e: sorted(set(e)))
-        if len({b for e in budgets for b in e}) < 2:
+        budgets: dict[tuple[float, str], set[float]] = {}
+        for _, row in rows.iterrows():
+            budgets.setdefault(compared(row), set()).add(float(row["max_epochs"]))
+        if len(set().union(*budgets.values())) < 2:
             continue
         cells = [
-            f"{'baseline' if n < 0 else f'{n:.0f} step' + ('s' if n != 1 else '')}: "
-            + "/".join(f"{b:.0f}" for b in e)
-            for n, e in budgets.items()
+            f"{words}: " + "/".join(f"{b:.0f}" for b in sorted(e))
+            for (_, words), e in sorted(budgets.items())
         ]
         notes.append(f"{_task(task)} ({'; '.join(cells)} epochs)")
     if not notes:
