@@ -43,7 +43,7 @@ def render(report: Report) -> None:
         "claims",
         "Every claim with our effect, 95 % CI over seeds, n, verdict (Holm-adjusted within its family) "
         "and size",
-        formats={c: style.effect for c in ("paper_effect", "effect", "ci_low", "ci_high")},
+        printed=_printed(table),  # formatted as style formats effects; the CSV keeps full precision
     )
     counts = table["verdict"].value_counts()
     say(f"{len(table)} claims: " + ", ".join(f"**{counts.get(v, 0)}** {v}" for v in VERDICTS) + ".")
@@ -62,6 +62,33 @@ def render(report: Report) -> None:
         say("_No accuracy claim has run yet: the forest plot of effects follows once one has._")
     _forest_plot(report, ran)
     _sign_grid(table[table["claim_id"].str.startswith(SIGN_PREFIX)])
+
+
+# claims.csv's columns as printed (claims.md, claims.tex and so paper-tables.pdf): what a reader needs of
+# its 21, the statement with its source and the effect with its interval in one cell each, so that the
+# table is legible on a page. The CSV keeps them all.
+PRINTED_HEADER = ("claim", "statement (source)", "unit", "paper", "ours [95 % CI]", "n", "verdict", "size",
+                  "p (adjusted)")  # fmt: skip
+
+
+def _printed(table: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    rows = [
+        (
+            c["claim_id"],
+            f"{c['claim']} ({c['source']})" if isinstance(c["source"], str) else c["claim"],
+            c["unit"],
+            style.effect(c["paper_effect"]),
+            _effect_ci(c),
+            style.number(c["n"], "{:.0f}"),
+            c["verdict"],
+            c["size"] if isinstance(c["size"], str) else style.MISSING,
+            style.number(c["p_adjusted"], "{:.3g}"),
+        )
+        for _, c in table.iterrows()
+    ]
+    return pd.DataFrame(rows, columns=list(PRINTED_HEADER))
 
 
 def _claims_html(head: pd.DataFrame) -> str:
