@@ -225,7 +225,7 @@ def test_physqk_ad_claims_on_constructed_lm_runs() -> None:
         [
             {"task": "lm_text", "variant": v, "scale": "d16", "setting": "base", "seed": s,
              "status": "completed",
-             "test_loss_nats": 3.9 - 0.1 * (v == "physqk_ad") + 0.01 * s + 0.002 * ((s + len(v)) % 3)}
+             "test_loss_nats": 3.9 - 0.1 * (v == "physqk_ad") + 0.01 * s + 0.002 * ((s + len(v)) % 4)}
             for v in ("mha", "physqk", "physqk_ad")
             for s in range(3)
         ]

@@ -94,7 +94,7 @@ def task_noise(cells: Mapping[CellKey, Mapping[int, float]], n_test: float) -> T
     )
     df = (matrix.shape[0] - 1) * (matrix.shape[1] - 1)
     variance = float((residuals**2).sum()) / df
-    if np.ptp(residuals) > 0:  # (no residual at all: nothing to compare; the resolution floor decides)
+    if variance > 1e-15:  # (no residual at all: nothing to compare; the resolution floor decides)
         check = float(stats.levene(*residuals, center="median").pvalue)
         if check < CHECK_LEVEL:
             reason = f"variances differ across cells (Brown–Forsythe p = {check:.2g})"
