@@ -63,11 +63,11 @@ magnitude; for a paper value of 0 any excluded value is larger), `opposite sign`
 other side of 0; empty without a paper value or interval.
 
 What would decide a claim (`pdelra.results.power`): at its own level (`power_level`: Holm's step for it,
-α/(m − k + 1) for the k-th smallest p of a family of m), `detectable_effect` is the true effect decided with 80 %
-power at our n and spread, `power_at_paper` the power at the paper's effect, `seeds_needed` the seeds for
-80 % power at it (at our own effect where the paper gives none). Several comparisons that must all succeed
-have a joint power through the correlation their shared cells give. The level assumes every claim with a
-smaller p was decided, so for a family's no-difference claims, decided last, it is optimistic.
+α/(m − k + 1) for the k-th smallest p of a family of m), `detectable_effect` is the true effect decided
+with 80 % power at our n and spread, `power_at_paper` the power at the paper's effect, `seeds_needed` the
+seeds for 80 % power at it (at our own effect where the paper gives none). Several comparisons that must
+all succeed have a joint power through the correlation their shared cells give. The level assumes every
+claim with a smaller p was decided, so for a family's no-difference claims, decided last, it is optimistic.
 `pdelra plan --power` gives the same before any run, from a pilot or Table 15.
 
 Measured (tests/test_claims_reach.py, tests/test_claims_cases.py; constructed runs of the paper's grids,
