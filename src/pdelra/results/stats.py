@@ -192,43 +192,6 @@ def holm(p_values: Sequence[float]) -> list[float]:
     return adjusted.tolist()
 
 
-def permutation_within_strata(
-    x: Sequence[float], y: Sequence[float], strata: Sequence[object], resamples: int = 9999, seed: int = 0
-) -> tuple[float, float, float]:
-    """(statistic, p_greater, p_less) of the association of x and y pooled across strata, where the null
-    distribution shuffles y only inside each stratum (scipy.stats.permutation_test cannot stratify).
-
-    The statistic is the mean over strata of the within-stratum rank correlation (Spearman), so a
-    difference between strata — one task's larger values and lower gains — cannot make an association.
-    Strata with fewer than 3 points carry no within-stratum information and are left out. The p-values
-    count the observed statistic among the permutations ((k + 1) / (resamples + 1)), exact in level. The
-    resamples of a stratum are drawn as one matrix (a shuffle keeps the ranks' mean and spread), not a loop.
-    """
-    from scipy.stats import rankdata
-
-    xs, ys, groups = np.asarray(x, float), np.asarray(y, float), np.asarray(strata, dtype=object)
-    keep = ~(np.isnan(xs) | np.isnan(ys))
-    xs, ys, groups = xs[keep], ys[keep], groups[keep]
-    rng = np.random.default_rng(seed)
-    observed, null, used = 0.0, np.zeros(resamples), 0
-    for g in dict.fromkeys(groups.tolist()):
-        idx = np.flatnonzero(groups == g)
-        if len(idx) < 3:
-            continue
-        zx, zy = (rankdata(v[idx]) for v in (xs, ys))
-        zx, zy = ((v - v.mean()) / (v.std() or 1.0) for v in (zx, zy))
-        observed += float(zx @ zy) / len(idx)
-        null += rng.permuted(np.tile(zy, (resamples, 1)), axis=1) @ zx / len(idx)
-        used += 1
-    if not used:
-        return math.nan, math.nan, math.nan
-    observed, null = observed / used, null / used
-    tol = 1e-12
-    p_greater = (np.sum(null >= observed - tol) + 1) / (resamples + 1)
-    p_less = (np.sum(null <= observed + tol) + 1) / (resamples + 1)
-    return observed, float(p_greater), float(p_less)
-
-
 # A joint permutation of k labels is enumerated exactly up to this many permutations (8! = 40,320), else
 # drawn at random (`resamples`).
 EXACT_PERMUTATIONS = 40_320
