@@ -13,6 +13,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from test_claims_reach import draw_runs
 
 from pdelra import paper
 from pdelra.results import claims as C
@@ -24,32 +25,9 @@ NOISE_SD = 0.005  # per-run noise
 
 
 def grid_runs(mean, rng: np.random.Generator, seeds: int = SEEDS, noise: float = NOISE_SD) -> pd.DataFrame:
-    """Runs of the paper's grids: every task × baseline + seven positions at h1, and ListOps' multi-scale
-    grid; accuracy = mean(task, variant, scale) + a per-(task, seed) effect + per-run noise."""
-    rows = []
-    for task in paper.TASKS:
-        seed_effect = rng.normal(0, SEED_SD, seeds)
-        for variant in ("none", *paper.POSITIONS):
-            scales = (
-                ("h1", "h2", "h4", "multi") if task == "listops" and variant in paper.TABLE12 else ("h1",)
-            )
-            for scale in scales:
-                for seed in range(seeds):
-                    rows.append(
-                        {
-                            "task": task,
-                            "variant": variant,
-                            "scale": scale,
-                            "setting": "base",
-                            "seed": seed,
-                            "status": "completed",
-                            "test_accuracy": mean(task, variant, scale)
-                            + seed_effect[seed]
-                            + rng.normal(0, noise),
-                            "median_step_time_s": 1.0 + rng.normal(0, 0.01),
-                        }
-                    )
-    return pd.DataFrame(rows)
+    """Runs of the paper's grids (tests/test_claims_reach.py's `draw_runs`): accuracy = mean(task, variant,
+    scale) + a per-(task, seed) effect + per-run noise; step times all equal."""
+    return draw_runs(mean, rng, seeds, noise, null=True)
 
 
 def by_id(frame: pd.DataFrame) -> dict[str, pd.Series]:
