@@ -257,3 +257,15 @@ def test_claims_prints_the_workflows_table_byte_for_byte(
     assert main(["claims", "--tables", str(tmp_path / "tables")]) == 0
     assert capsys.readouterr().out.encode() == written
     assert (tmp_path / "tables" / "claims.csv").read_bytes() == written  # untouched without --out
+
+
+def test_cells_trained_for_different_epoch_budgets_say_so(tmp_path: Path) -> None:
+    """CTA at 4 pseudo-time steps trained 2 epochs, the baseline 4: the gain mixes steps with epochs."""
+    runs = paper_runs()
+    runs["max_epochs"] = 4
+    cta = runs[runs["variant"] == "after_embedding"].assign(
+        variant="cta_diffusion", setting="steps4", max_epochs=2
+    )
+    row = judged(tmp_path, pd.concat([runs, cta])).loc["cta_diffusion_gain"]
+    assert "trained different epoch budgets (CTA diffusion (steps4): 2, Baseline: 4)" in row["detail"]
+    assert "epoch budgets" not in str(judged(tmp_path, runs).loc["after_embedding_gain", "detail"])

@@ -333,6 +333,7 @@ class SeedValues:
     excluded: int
     notes: list[str] = field(default_factory=list)
     devices: set[str] = field(default_factory=set)
+    epoch_budgets: set[int] = field(default_factory=set)  # runs.csv's max_epochs of the runs used
 
 
 class RunIndex:
@@ -403,10 +404,10 @@ class RunIndex:
                 f"{at_chance} diverged run(s) of {cell.label()} on {paper.TASK_LABELS.get(task, task)} "
                 f"counted at chance accuracy ({CHANCE_ACCURACY[task]:g})"
             )
-        devices = {
-            str(r.get("device")) for s, _, r in rows if s in values and not _isnan_or_none(r.get("device"))
-        }
-        return SeedValues(values, [], len(rows) - len(values), notes, devices)
+        used = [r for s, _, r in rows if s in values]
+        devices = {str(r.get("device")) for r in used if not _isnan_or_none(r.get("device"))}
+        budgets = {int(r["max_epochs"]) for r in used if not _isnan(r.get("max_epochs"))}
+        return SeedValues(values, [], len(rows) - len(values), notes, devices, budgets)
 
     def noise(self, task: str, column: str) -> TaskNoise:
         """The task's pooled noise over its base-setting cells (`pdelra.results.design`), computed once."""
@@ -452,6 +453,7 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
     missing: list[str] = []
     notes: list[str] = []
     devices: set[str] = set()
+    budgets: set[int] = set()
     excluded = 0
     for cell in parts:
         for task in metric.tasks:
@@ -464,6 +466,7 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
             excluded += found.excluded
             notes += found.notes
             devices |= found.devices
+            budgets |= found.epoch_budgets
             if metric.overhead_vs is not None:
                 ref = index.cell(metric.overhead_vs, task, metric.column)
                 if ref is None:
@@ -477,14 +480,14 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
                 }
             per_part.append((where, values))
     if missing or not per_part:
-        return SeedValues({}, missing, excluded, notes, devices)
+        return SeedValues({}, missing, excluded, notes, devices, budgets)
     every = set.union(*(set(v) for _, v in per_part))
     seeds = set.intersection(*(set(v) for _, v in per_part))
     for where, v in per_part:
         if lacking := sorted(every - set(v)):
             notes.append(f"{where} lacks seed(s) {', '.join(map(str, lacking))}")
     values = {s: sum(v[s] for _, v in per_part) / len(per_part) for s in sorted(seeds)}
-    return SeedValues(values, [], excluded, notes, devices)
+    return SeedValues(values, [], excluded, notes, devices, budgets)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -524,6 +527,12 @@ def compare(index: RunIndex, a: Cells, b: Cells, metric: Metric, sign: float = 1
     for cells, own, other in ((a, sa, sb), (b, sb, sa)):
         if own.values and (lacking := sorted(set(other.values) - set(own.values))):
             notes.append(f"{cells.label()}{where} lacks seed(s) {', '.join(map(str, lacking))}")
+    if sa.epoch_budgets and sb.epoch_budgets and sa.epoch_budgets != sb.epoch_budgets:
+        # A difference between cells that trained for different budgets mixes the variant with the epochs.
+        budget = {c.label(): "/".join(map(str, sorted(v.epoch_budgets))) for c, v in ((a, sa), (b, sb))}
+        notes.append(
+            "trained different epoch budgets (" + ", ".join(f"{k}: {v}" for k, v in budget.items()) + ")"
+        )
     missing, devices = sa.missing + sb.missing, sa.devices | sb.devices
     reference = float(np.mean(list(sb.values.values()))) if sb.values else math.nan
     weights: dict[Cell, float] = {}
