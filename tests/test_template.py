@@ -122,7 +122,7 @@ def test_every_built_in_variant_has_a_label_so_only_a_configs_own_show_under_the
     assert paper.variant_label(OWN) == OWN
 
 
-def test_diagnostics_can_be_turned_off(tmp_path: Path) -> None:
+def test_diagnostics_can_be_turned_off(tmp_path: Path, monkeypatch) -> None:
     config = load_config("tiny")
     runs = lra_runs(config)
     assert diagnosed_runs(config, runs) == runs and other_jobs(config)["diagnose"] == 2
@@ -131,6 +131,22 @@ def test_diagnostics_can_be_turned_off(tmp_path: Path) -> None:
     assert diagnosed_runs(config, runs) == [] and "diagnose" not in other_jobs(config)
     jobs = dry_run_jobs(make_workspace(tmp_path / "ws", config))
     assert "diagnose" not in jobs and jobs["diagnostics_table"] == 1 and jobs["report"] == 1
+
+    # The report then says so: the diagnostics table (`pdelra diagnose table` of no part) has no rows.
+    import IPython.display
+
+    from pdelra.diagnose import collect
+    from pdelra.reporting import diagnostics_section
+    from pdelra.results.diagnostics import summarise
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    for name, frame in summarise(collect([]), None).items():
+        frame.to_csv(tables / f"{name}.csv", index=False)
+    said: list[str] = []
+    monkeypatch.setattr(IPython.display, "display", lambda item: said.append(getattr(item, "data", "")))
+    diagnostics_section.render(tables, tmp_path / "report")
+    assert any(text.startswith("*Diagnostics not run") for text in said), said
 
 
 # ---------------------------------------------------------------------------------------------------------
