@@ -133,6 +133,7 @@ def _claims_html(claims_csv: Path) -> str:
         ("cta", "Continuous-Time Attention (our reading of its abstract)"),
         ("cta_official", "Continuous-Time Attention's own experiments"),
         ("lm", "PhysQK-AD's language model"),
+        ("own", "your own variants against the baseline"),
         ("diagnostics", "the mechanism diagnostics"),
     ):
         part = claims[claims["family"] == family]
