@@ -1040,6 +1040,10 @@ def _unnamed(index: RunIndex, claims: Sequence[Claim]) -> str:
     if claims and any(c.metric.overhead_vs for c in claims if hasattr(c, "metric")):
         variants |= {c.metric.overhead_vs.variant for c in claims if c.metric.overhead_vs is not None}
     have_tasks, have_variants = index.names()
+    # Names the project knows (a related system's variant or task that no claim of this table reads) are
+    # no typo: only the unknown ones are said.
+    have_tasks -= set(paper.TASK_LABELS) | set(paper.CTA_OFFICIAL_TASK_LABELS)
+    have_variants -= set(paper.VARIANT_LABELS)
     parts = []
     if extra := sorted(have_tasks - tasks):
         parts.append(f"task(s) {', '.join(extra)}")
@@ -1062,6 +1066,8 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
     if claim.get("verdict") != "inconclusive" or _isnan(claim.get("n")):
         return ""
     n, seeds, at_paper = int(claim["n"]), claim.get("seeds_needed"), claim.get("power_at_paper")
+    if n < 2 and claim.get("kind") != "association":
+        return f"needs 2 seeds or more to be tested ({n} ran); `pdelra plan --power` gives how many"
     if _isnan(seeds):
         return "" if _isnan(claim.get("detectable_effect")) else f"not decidable with {power.MAX_SEEDS} seeds"
     if seeds > n:
