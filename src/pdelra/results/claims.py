@@ -1067,7 +1067,7 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
         return ""
     n, seeds, at_paper = int(claim["n"]), claim.get("seeds_needed"), claim.get("power_at_paper")
     if n < 2 and claim.get("kind") != "association":
-        return f"needs 2 seeds or more to be tested ({n} ran); `pdelra plan --power` gives how many"
+        return f"2 seeds or more to test it ({n} ran)"
     if _isnan(seeds):
         return "" if _isnan(claim.get("detectable_effect")) else f"not decidable with {power.MAX_SEEDS} seeds"
     if seeds > n:
