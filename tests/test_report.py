@@ -15,10 +15,10 @@ from test_aggregate import write_metrics
 
 from pdelra import paper
 from pdelra.aggregate import aggregate
-from pdelra.diagnose import COLUMNS as DIAGNOSTICS_COLUMNS
 from pdelra.report import ReportError, build_report
 from pdelra.reporting.io import read_artifacts
 from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS
+from pdelra.results.diagnostics import COLUMNS as DIAGNOSTICS_COLUMNS
 from pdelra.runs import run_dir
 
 NOTEBOOK = REPO / "workflow" / "notebooks" / "report.ipynb"

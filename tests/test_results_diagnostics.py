@@ -11,9 +11,9 @@ import pandas as pd
 import pytest
 import scipy.stats
 
-from pdelra.diagnose import COLUMNS
 from pdelra.results import diagnostics as rd
 from pdelra.results import stats
+from pdelra.results.diagnostics import COLUMNS
 
 TASKS = ["listops", "text", "retrieval", "pathfinder", "image"]
 POSITIONS = [

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdelra.atomic import write_text_atomic
+from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
 from pdelra.results.build import DERIVED_TABLES, OPTIONAL_INPUTS, derived_tables, read_inputs, read_table
 from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
@@ -254,14 +254,6 @@ def find_metrics(runs_dir: Path) -> list[Path]:
 # ----------------------------------------------------------------------------------------------------
 # Writing
 # ----------------------------------------------------------------------------------------------------
-
-
-# Every table's one float format (6 significant digits): what `pdelra claims` prints equals the files.
-CSV_FLOAT_FORMAT = "%.6g"
-
-
-def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
-    write_text_atomic(path, frame.to_csv(index=False, float_format=CSV_FLOAT_FORMAT))
 
 
 def aggregate(

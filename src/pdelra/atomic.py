@@ -11,7 +11,13 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# Every table's one float format (6 significant digits): what `pdelra claims` prints equals the files.
+CSV_FLOAT_FORMAT = "%.6g"
 
 
 @contextmanager
@@ -42,6 +48,11 @@ def write_bytes_atomic(path: str | Path, data: bytes) -> None:
 def write_text_atomic(path: str | Path, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")
+
+
+def write_csv_atomic(frame: pd.DataFrame, path: str | Path) -> None:
+    """A table as CSV, without its index, floats in `CSV_FLOAT_FORMAT`."""
+    write_text_atomic(path, frame.to_csv(index=False, float_format=CSV_FLOAT_FORMAT))
 
 
 def write_json_atomic(path: str | Path, data: Any, sort_keys: bool = False) -> None:

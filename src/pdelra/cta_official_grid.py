@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from pdelra import paper
 from pdelra.runs import BASE_SETTING
 
 Run = tuple[str, str, str, str, int]  # (task, variant, scale, setting, seed): pdelra.runs.RUN_KEYS
@@ -79,7 +80,7 @@ LM_PDE = "cta_official_diffusion"
 # claims (pdelra.results.claims) and cta_official_lm.csv (which of Tables 3-5 a cell is in) place the
 # published numbers at this count, whatever a config's `pde_steps` (another count trains, but its cells
 # then answer Table 4 only).
-OFFICIAL_LM_STEPS = 4
+OFFICIAL_LM_STEPS = paper.CTA_OFFICIAL_LM_STEPS
 
 
 def tasks(section: Mapping[str, Any] | None) -> list[str]:

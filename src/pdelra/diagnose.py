@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdelra.atomic import write_text_atomic
 from pdelra.errors import UserError
+from pdelra.results.diagnostics import COLUMNS, LOGIT_QUANTITIES, QUANTITIES
 from pdelra.runs import RUN_KEYS
 
 if TYPE_CHECKING:
@@ -89,40 +90,6 @@ STAMP_NAME = "diagnostics.json"
 PROBE_ALPHA = 0.1
 PROBE_SCALES = (1,)
 AMPLIFICATION_EXAMPLES = 1  # see LOGIT_QUANTITIES: a backward pass per class and insertion point, per example
-QUANTITIES = (
-    "roughness_in",
-    "roughness_out",
-    "rel_roughness_in",
-    "rel_roughness_out",
-    "perturbation",
-    "bound",
-    "bound_closed_form",
-    "bound_ratio",
-    "commutator",
-    "commutator_branch",
-)
-# Measured on the first `amplification_examples` examples only: each costs a backward pass per class.
-LOGIT_QUANTITIES = (
-    "amplification",
-    "logit_change",
-    "amplified_perturbation",
-    "composed_bound",
-    "composed_ratio",
-    "composed_held",
-)
-COLUMNS = (
-    *RUN_KEYS,
-    "block",
-    "operator",
-    "kind",
-    "position",
-    "alpha_mean",
-    "n_examples",
-    "n_logit_examples",
-    *QUANTITIES,
-    *LOGIT_QUANTITIES,
-    "reason",
-)
 # The block of an operator at an insertion point outside every block (no attention sub-layer to commute with).
 NO_BLOCK = -1
 # The quantities that need the paper's step sizes α: empty in an `operator` row.

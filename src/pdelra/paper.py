@@ -256,6 +256,9 @@ CTA_OFFICIAL: dict[str, dict[str, float]] = {
     # WikiText-103: best validation perplexity, standard vs PDE (4 steps, diffusion)
     "wikitext103": {"none": 1.04, "cta_official_diffusion": 1.02},
 }
+# The official WikiText-103 run's PDE steps (src/configs/wikitext103.yaml pde.steps: 4), at which Tables 3
+# and 5 are measured; a run's grid setting names it `steps{n}`.
+CTA_OFFICIAL_LM_STEPS = 4
 # Table 4: PDE steps → validation perplexity (diffusion); 8 steps: "unstable" (no number).
 CTA_OFFICIAL_STEPS: dict[int, float] = {1: 3.49, 2: 3.42, 4: 3.36}
 CTA_OFFICIAL_UNSTABLE_STEPS = 8

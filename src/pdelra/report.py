@@ -348,7 +348,7 @@ def _partial_inputs(experiment_dir: Path, tmp: Path) -> dict[str, Path]:
     """The other tables a partial report includes, as they stand now: the LM runs finished so far
     (`lm/runs`), the diagnostics measured so far (each run folder's cached diagnostics.csv) and the data
     description; each is written into `tmp` and named to `aggregate` (absent parts stay "not run")."""
-    from pdelra.aggregate import write_csv_atomic
+    from pdelra.atomic import write_csv_atomic
     from pdelra.diagnose import collect
     from pdelra.lm.aggregate import aggregate_lm
     from pdelra.runs import find_run_files

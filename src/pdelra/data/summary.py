@@ -95,7 +95,7 @@ def summarise(specs: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pdelra.aggregate import write_csv_atomic
+    from pdelra.atomic import write_csv_atomic
 
     try:
         specs = (

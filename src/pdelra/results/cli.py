@@ -18,7 +18,7 @@ class ClaimsError(UserError, ValueError):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pdelra.aggregate import CSV_FLOAT_FORMAT, write_csv_atomic
+    from pdelra.atomic import CSV_FLOAT_FORMAT, write_csv_atomic
     from pdelra.results.build import claims_from_tables
 
     try:

@@ -193,7 +193,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
 
 def aggregate(metrics_files: Iterable[Path], out: Path) -> dict[str, pd.DataFrame]:
     """Write both tables into `out` (atomically each); return them by name."""
-    from pdelra.aggregate import write_csv_atomic
+    from pdelra.atomic import write_csv_atomic
 
     runs = runs_table(metrics_files)
     tables = dict(zip(TABLES, (runs, summarise(runs), summarise_lm(runs)), strict=True))

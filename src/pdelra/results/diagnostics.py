@@ -68,6 +68,41 @@ PERMUTATION_SEED = 0
 CONFIG_KEYS = ["task", "variant", "scale", "setting"]
 RUN_KEYS = [*CONFIG_KEYS, "seed"]
 LOGIT_COLUMNS = ["amplification", "logit_change", "amplified_perturbation", "composed_bound"]
+# diagnostics.csv's vocabulary (`pdelra diagnose` writes it, the summaries here read it).
+QUANTITIES = (
+    "roughness_in",
+    "roughness_out",
+    "rel_roughness_in",
+    "rel_roughness_out",
+    "perturbation",
+    "bound",
+    "bound_closed_form",
+    "bound_ratio",
+    "commutator",
+    "commutator_branch",
+)
+# Measured on the first `amplification_examples` examples only: each costs a backward pass per class.
+LOGIT_QUANTITIES = (
+    "amplification",
+    "logit_change",
+    "amplified_perturbation",
+    "composed_bound",
+    "composed_ratio",
+    "composed_held",
+)
+COLUMNS = (
+    *RUN_KEYS,
+    "block",
+    "operator",
+    "kind",
+    "position",
+    "alpha_mean",
+    "n_examples",
+    "n_logit_examples",
+    *QUANTITIES,
+    *LOGIT_QUANTITIES,
+    "reason",
+)
 
 
 # predictor → (what it is, the sign of the within-task association with the gain the theory expects)
@@ -102,8 +137,6 @@ def as_table(diagnostics: pd.DataFrame | None) -> pd.DataFrame:
     """diagnostics.csv as read: an absent or empty file (no column at all) becomes an empty table with the
     columns `pdelra diagnose` writes, so every summary comes out empty and every claim `not run`."""
     import pandas as pd
-
-    from pdelra.diagnose import COLUMNS
 
     if diagnostics is None or not len(diagnostics.columns):
         return pd.DataFrame(columns=list(COLUMNS))

@@ -7,7 +7,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from pdelra import cta_official_grid, paper
+from pdelra import paper
 from pdelra.results import claims as C
 from pdelra.results.related import CTA_TYPES
 
@@ -45,8 +45,8 @@ def cta_claims() -> tuple[C.Claim, ...]:
 CTA_OFFICIAL_FAMILY = "cta_official"
 CTA_OFFICIAL_PDE = "cta_official_diffusion"
 CTA_OFFICIAL_LM_TASK = "wikitext103"
-# The official WikiText-103 step count (src/configs/wikitext103.yaml pde.steps: 4) as the grid names it.
-CTA_OFFICIAL_LM_SETTING = cta_official_grid.steps_setting(cta_official_grid.OFFICIAL_LM_STEPS)
+# The official WikiText-103 step count as the grid setting names it (cta_official_grid.steps_setting).
+CTA_OFFICIAL_LM_SETTING = f"steps{paper.CTA_OFFICIAL_LM_STEPS}"
 
 
 def cta_official_claim_list() -> tuple[C.Claim, ...]:
@@ -83,7 +83,7 @@ def cta_official_claim_list() -> tuple[C.Claim, ...]:
     )
     lm = paper.CTA_OFFICIAL[CTA_OFFICIAL_LM_TASK]
     at_steps = {n: C.Cell(CTA_OFFICIAL_PDE, "h1", f"steps{n}") for n in paper.CTA_OFFICIAL_STEPS}
-    official = at_steps[cta_official_grid.OFFICIAL_LM_STEPS]
+    official = at_steps[paper.CTA_OFFICIAL_LM_STEPS]
     fewer = sorted(at_steps, reverse=True)  # best (most steps) first
     claims += [
         C.Difference(
