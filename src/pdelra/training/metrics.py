@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import platform
+import resource
 import statistics
 import subprocess
 from collections.abc import Sequence
@@ -19,7 +20,14 @@ SCHEMA_VERSION = 1
 
 # Fields of metrics.json that depend on when/where/how often the run was (re)started, not on what it computed.
 TIMING_FIELDS = frozenset(
-    {"wall_time_s", "median_step_time_s", "peak_memory_bytes", "resumed_count", "interruptions"}
+    {
+        "wall_time_s",
+        "median_step_time_s",
+        "peak_memory_bytes",
+        "peak_host_memory_bytes",
+        "resumed_count",
+        "interruptions",
+    }
 )
 
 
@@ -32,6 +40,16 @@ def finite_or_none(value: float | None) -> float | None:
 
 def median_or_none(values: Sequence[float]) -> float | None:
     return float(statistics.median(values)) if values else None
+
+
+def peak_host_memory_bytes() -> int:
+    """Peak resident host memory of this process plus that of its largest finished child (torch.compile's
+    workers, git), in bytes: what a job's `mem_mb` must cover (CUDA memory is `peak_memory_bytes`). Of this
+    attempt only: a resumed run reports its last attempt's peak."""
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    scale = 1 if platform.system() == "Darwin" else 1024  # ru_maxrss: KiB on Linux, bytes on macOS
+    return int((own + children) * scale)
 
 
 @cache
