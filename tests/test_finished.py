@@ -76,6 +76,11 @@ def test_clearing_a_stored_run_removes_its_emptied_folders_up_to_the_checkpoints
     assert finished.clear(done) and not done.exists() and other.exists(), "a neighbour's folder stays"
     assert finished.clear(other) and root.is_dir() and not list(root.iterdir())
 
+    legacy = root / "listops/none/h1/base/seed2"  # a lock file an older version left in a finished run
+    legacy.mkdir(parents=True)
+    (legacy / "lock").write_text("pid 1 on somewhere since 2026-01-01T00:00:00\n")
+    assert not finished.clear(legacy) and not list(root.iterdir()), "an unheld stale lock goes too"
+
 
 def test_checkpoint_folder_of_a_run_folder_swaps_runs_for_checkpoints() -> None:
     run = Path("results/paper/runs/listops/none/h1/base/seed0")

@@ -212,7 +212,7 @@ def test_metrics_record_results_provenance_and_cost(task_dir: Path, tmp_path: Pa
     assert metrics["data_manifest_hash"] == store.manifest_hash(task_dir)
     assert metrics["parameter_count"] > metrics["diffusion_parameter_count"] > 0
     assert metrics["peak_memory_bytes"] > 0 and metrics["peak_memory_kind"] == "cpu_peak_rss"
-    # Host memory is measured on every device (the job's mem_mb): the process's peak RSS plus its children's.
+    # Host memory is measured on every device (the job's mem_mb): the process's peak RSS.
     assert metrics["peak_host_memory_bytes"] >= metrics["peak_memory_bytes"]
     assert metrics["median_step_time_s"] > 0 and metrics["wall_time_s"] > 0
     assert metrics["versions"]["torch"] == torch.__version__

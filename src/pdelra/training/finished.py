@@ -105,21 +105,23 @@ def _discard(folder: Path, reason: str) -> None:
 
 def clear(ckpt_dir: Path) -> bool:
     """Remove a run's kept final state once its outputs are stored, and its checkpoint folder (and parents up
-    to the checkpoints tree) when nothing else is in them; True when there was one. A lock file nobody
-    holds (left by an older version) goes too."""
+    to the checkpoints tree) when nothing else is in them; True when there was a kept state. A lock file
+    nobody holds (left by a version that did not remove it) goes too."""
     folder = finished_dir(ckpt_dir)
-    if not folder.is_dir():
-        return False
-    shutil.rmtree(folder, ignore_errors=True)
+    kept = folder.is_dir()
+    if kept:
+        shutil.rmtree(folder, ignore_errors=True)
+    if not ckpt_dir.is_dir():
+        return kept
     _remove_unheld_lock(ckpt_dir)
     for empty in (ckpt_dir, *ckpt_dir.parents):  # the run's folder and its emptied parents, not the tree
         if empty.name == "checkpoints" or not empty.name:
             break
         try:
             empty.rmdir()
-        except OSError:  # not empty: another run's folder lies below
+        except OSError:  # not empty: another run's folder (or a stale checkpoint kept aside) lies below
             break
-    return True
+    return kept
 
 
 def _remove_unheld_lock(ckpt_dir: Path) -> None:

@@ -43,13 +43,14 @@ def median_or_none(values: Sequence[float]) -> float | None:
 
 
 def peak_host_memory_bytes() -> int:
-    """Peak resident host memory of this process plus that of its largest finished child (torch.compile's
-    workers, git), in bytes: what a job's `mem_mb` must cover (CUDA memory is `peak_memory_bytes`). Of this
-    attempt only: a resumed run reports its last attempt's peak."""
-    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    scale = 1 if platform.system() == "Darwin" else 1024  # ru_maxrss: KiB on Linux, bytes on macOS
-    return int((own + children) * scale)
+    """Peak resident host memory of this process, in bytes: what a job's `mem_mb` must cover per run (CUDA
+    memory is `peak_memory_bytes`). Of this attempt only: a resumed run reports its last attempt's peak.
+
+    Children are not added: RUSAGE_CHILDREN reports, for a child forked to run `git describe` or `lscpu`,
+    the parent's pages it shared at the fork (measured: ~270 MB for git after importing torch), which would
+    double the figure without any memory being used."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if platform.system() == "Darwin" else peak * 1024)  # KiB on Linux, bytes on macOS
 
 
 @cache
