@@ -13,9 +13,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
-from test_training import make_task, run_config
+from test_training import make_task, run_config, wait_for_checkpoint
 
 from pdelra.training.interrupts import EXIT_INTERRUPTED
 from pdelra.training.pack import pack_status
@@ -27,9 +28,12 @@ def test_the_pack_fails_with_its_first_real_failure_else_75_else_0() -> None:
     assert pack_status([EXIT_INTERRUPTED, 137, 1]) == 137  # the OOM killer's SIGKILL, not "interrupted"
 
 
-def _start_pack(root: Path, data: Path, seeds: list[int]) -> tuple[subprocess.Popen[str], Path]:
+def _start_pack(
+    root: Path, data: Path, seeds: list[int], config: dict[str, Any] | None = None
+) -> tuple[subprocess.Popen[str], Path]:
     out = root / "pack.out"
-    command = [sys.executable, "-m", "pdelra.cli", "train-pack", "--run-config", json.dumps(run_config())]
+    config = run_config() if config is None else config
+    command = [sys.executable, "-m", "pdelra.cli", "train-pack", "--run-config", json.dumps(config)]
     command += ["--seeds", *map(str, seeds), "--data", str(data), "--out", str(root / "packs" / "cell")]
     command += ["--checkpoint-dir", str(root / "checkpoints" / "cell")]
     command += ["--log-dir", str(root / "logs" / "cell")]
@@ -72,3 +76,24 @@ def test_a_pack_whose_member_is_killed_keeps_its_finished_members_and_the_retry_
     seed1 = json.loads((pack / "seed1" / "metrics.json").read_text())
     assert seed1["seed"] == 1 and seed1["status"] == "completed"
     assert "nothing left to train" not in (tmp_path / "logs" / "cell" / "seed1.log").read_text()
+
+
+@pytest.mark.slow  # 2 training processes (~15 s): signals reach processes only
+def test_a_signal_to_the_pack_reaches_every_member_which_checkpoints_and_the_pack_exits_75(
+    tmp_path: Path,
+) -> None:
+    """Where only the launcher is signalled (`scancel --signal=TERM --batch`, a local Snakemake's stop), it
+    passes SIGTERM on; each member checkpoints, and the pack exits 75 so that the retry resumes them."""
+    data = make_task(tmp_path / "processed")
+    long_run = run_config(max_epochs=60, patience=60, batch_size=4, checkpoint_every_steps=1)  # 960 steps
+    pack, out = _start_pack(tmp_path, data, [0, 1], long_run)
+    members = {seed: _pid_of(out, seed, pack) for seed in (0, 1)}
+    for seed in members:
+        wait_for_checkpoint(pack, tmp_path / "checkpoints" / "cell" / f"seed{seed}")  # type: ignore[arg-type]
+    pack.send_signal(signal.SIGTERM)
+    assert pack.wait(timeout=120) == EXIT_INTERRUPTED, out.read_text()
+    report = out.read_text()
+    for seed in members:
+        assert f"seed{seed}: interrupted, checkpoint in" in report, report
+        log = (tmp_path / "logs" / "cell" / f"seed{seed}.log").read_text()
+        assert "received SIGTERM" in log, log[-2000:]
