@@ -416,12 +416,17 @@ def clear_finished_runs():
 def checkpoint_lock_preflight():
     """Say which lock the training jobs will take in the checkpoint folders (probed where they are)."""
     from pdelra.training import finished
-    from pdelra.training.lock import lock_mode
+    from pdelra.training.lock import LockError, lock_mode
 
     rules = {job.rule for job in workflow.dag.needrun_jobs()}
-    patterns = [Path(str(rule.params.get("checkpoints"))) for rule in rules if rule.params.get("checkpoints")]
-    for root in sorted({finished.checkpoint_root(pattern) for pattern in patterns}):
-        mode = lock_mode(Path(root))
+    patterns = [rule.params.get("checkpoints") for rule in rules]
+    roots = {finished.checkpoint_root(Path(p)) for p in patterns if isinstance(p, str) and "checkpoints" in p}
+    for root in sorted(roots):
+        try:
+            mode = lock_mode(root)
+        except (OSError, LockError) as exc:  # the training jobs could not lock or write there either
+            print(f"Cannot use {root} for checkpoints (nothing was started): {exc}", file=sys.stderr)
+            sys.exit(1)
         print(f"Checkpoint lock in {root}: {mode}", file=sys.stderr)
 
 
