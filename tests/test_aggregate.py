@@ -57,6 +57,7 @@ def write_metrics(
         "history": history,
         "median_step_time_s": step_time,
         "peak_memory_bytes": peak_bytes,
+        "peak_host_memory_bytes": 3 * peak_bytes,
         "wall_time_s": 12.0,
         "resumed_count": 0,
         "config_hash": "c" * 64,
@@ -83,6 +84,7 @@ def test_runs_csv_has_one_row_per_run_including_diverged(tmp_path: Path) -> None
     assert diverged["status"] == "diverged" and math.isnan(diverged["test_accuracy"])
     assert written["code_version"].tolist() == ["abc123"] * 3
     assert written["peak_memory_mb"].tolist() == pytest.approx([100.0] * 3)
+    assert written["peak_host_memory_mb"].tolist() == pytest.approx([300.0] * 3)  # the measured host RSS
     # The diverged run is counted in n_runs but not in the mean.
     main = tables["main"].set_index(["variant", "task"])
     assert main.loc[("after_embedding", "listops"), "n"] == 0

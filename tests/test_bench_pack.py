@@ -27,3 +27,17 @@ def test_a_failed_process_fails_its_pack_with_its_reason() -> None:
         "k": 2,
         "error": "OutOfMemoryError: CUDA out of memory",
     }
+
+
+def test_bench_help_gives_each_benchmark_its_whole_summary(capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib
+
+    from pdelra.bench import BENCHMARKS
+    from pdelra.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["bench", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for name, module in BENCHMARKS.items():
+        summary = " ".join(importlib.import_module(module).__doc__.strip().split("\n\n")[0].split())
+        assert summary in shown, f"`pdelra bench --help` cuts {name}'s summary short"

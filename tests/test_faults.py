@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import pickle
 import resource
 import signal
@@ -117,7 +118,10 @@ def _start(
             resource.setrlimit(resource.RLIMIT_FSIZE, (fsize_limit, resource.RLIM_INFINITY))
 
     log = open(where / log_name, "ab")  # noqa: SIM115 - handed to the child process
-    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin"}
+    # No .pyc writes: under the file-size limit they would be cut short and break every later import.
+    env = {"OMP_NUM_THREADS": "1", "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"}
+    if "PYTHONPATH" in os.environ:  # the code under test, where it is not the installed package
+        env["PYTHONPATH"] = os.environ["PYTHONPATH"]
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env, preexec_fn=limit)
 
 

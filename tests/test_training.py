@@ -212,6 +212,8 @@ def test_metrics_record_results_provenance_and_cost(task_dir: Path, tmp_path: Pa
     assert metrics["data_manifest_hash"] == store.manifest_hash(task_dir)
     assert metrics["parameter_count"] > metrics["diffusion_parameter_count"] > 0
     assert metrics["peak_memory_bytes"] > 0 and metrics["peak_memory_kind"] == "cpu_peak_rss"
+    # Host memory is measured on every device (the job's mem_mb): the process's peak RSS.
+    assert metrics["peak_host_memory_bytes"] >= metrics["peak_memory_bytes"]
     assert metrics["median_step_time_s"] > 0 and metrics["wall_time_s"] > 0
     assert metrics["versions"]["torch"] == torch.__version__
     assert metrics["versions"]["numpy"] == np.__version__
@@ -417,3 +419,16 @@ def test_sigterm_exits_75_with_a_checkpoint_and_the_rerun_resumes(
     resumed = json.loads((tmp_path / "run" / "metrics.json").read_text())
     assert resumed["resumed_count"] == 1 and math.isfinite(resumed["test_accuracy"])
     assert without_timings(resumed) == without_timings(reference)
+
+
+def test_train_help_names_every_run_config_key(capsys: pytest.CaptureFixture[str]) -> None:
+    from pdelra.cli import main
+    from pdelra.training.runconfig import SCHEMA
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for section in ("model", "train"):
+        for key in SCHEMA["properties"][section]["properties"]:
+            assert key in shown, f"`pdelra train --help` does not name {section}.{key}"
+    assert "micro_batch_size" in shown and "length_buckets" in shown

@@ -75,6 +75,7 @@ RUN_COLUMNS = (
     "wall_time_s",
     "median_step_time_s",
     "peak_memory_mb",
+    "peak_host_memory_mb",
     "resumed_count",
     "alpha_mean",
     "alpha_min",
@@ -165,6 +166,7 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
 
     # Field names as the trainer writes them (docs/interfaces.md, pdelra.training.metrics).
     peak = metrics.get("peak_memory_bytes")
+    host_peak = metrics.get("peak_host_memory_bytes")  # absent in metrics.json written before it was measured
     alpha_mean, alpha_min, alpha_max = _alpha_stats(_learned_alpha(metrics))
     row.update(
         status=metrics.get("status") or COMPLETED,
@@ -178,6 +180,7 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         wall_time_s=metrics.get("wall_time_s"),
         median_step_time_s=metrics.get("median_step_time_s"),
         peak_memory_mb=None if peak is None else peak / 2**20,
+        peak_host_memory_mb=None if host_peak is None else host_peak / 2**20,
         resumed_count=metrics.get("resumed_count"),
         alpha_mean=alpha_mean,
         alpha_min=alpha_min,
@@ -277,6 +280,7 @@ def aggregate(
         "best_val_accuracy",
         "median_step_time_s",
         "peak_memory_mb",
+        "peak_host_memory_mb",
         "wall_time_s",
     ):
         runs[column] = pd.to_numeric(runs[column], errors="coerce")

@@ -2,11 +2,11 @@
 
 import inspect
 import json
-import shlex
 import re
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 from snakemake.utils import validate
 
@@ -316,6 +316,16 @@ def check_cluster():
 
 onstart:
     check_cluster()
+    checkpoint_lock_preflight()
+    clear_finished_runs()
+
+
+onsuccess:
+    clear_finished_runs()
+
+
+onerror:
+    clear_finished_runs()
 
 
 wildcard_constraints:
@@ -332,9 +342,9 @@ wildcard_constraints:
 # ----------------------------------------------------------------------------------------------------
 # Packs (config/README.md, `resources.pack`). Snakemake's own job groups do not fit: the Slurm executor
 # runs a group's jobs one after another inside its allocation (profiles/slurm/README.md, "Several runs per
-# GPU"). A pack is one job of the train_pack rule instead - K `pdelra train` processes side by side, each with
-# its own checkpoint folder, log and metrics.json, asking for the task's GPUs once and K times its cores and
-# memory. Its runs' files land in the pack's folder; rule packed_run copies them to the runs' own folders,
+# GPU"). A pack is one job of the train_pack rule instead - `pdelra train-pack`, K `pdelra train` processes
+# side by side, each with its own checkpoint folder, log and metrics.json, asking for the task's GPUs once and
+# K times its cores and memory. Its runs' files land in the pack's folder; rule packed_run copies them to the runs' own folders,
 # where every later rule finds them as it finds an unpacked run's.
 # ----------------------------------------------------------------------------------------------------
 PACKS = {
@@ -344,6 +354,7 @@ PACKS = {
 PACK_OF_RUN = {(*cell[:4], seed): cell[4] for cell, seeds in PACKS.items() for seed in seeds}
 PACKED_TASKS = sorted({cell[0] for cell in PACKS})
 PACK_PATTERN = "{task}/{variant}/{scale}/{setting}/{pack}"
+CELL_PATTERN = "{task}/{variant}/{scale}/{setting}"  # a grid cell: the folder of its runs' seed{n}
 
 
 def task_choice(tasks):
@@ -367,41 +378,56 @@ def pack_resource(name):
 
 
 @declared
-def pack_script(wildcards, output, resources):
-    """The pack job's command (a params value: editing a run's config reruns its pack, which resumes each
-    run). Each run's `pdelra train` starts in the background with one run's threads, its output in the
-    pack's folder, its checkpoint and log where an unpacked run has them. The script itself outlives the
-    SIGTERM that Slurm sends every process of the job (preemption, time limit): it waits for every trainer
-    to checkpoint, then exits with the last failure's status (75 for a stop: the retry resumes them all)."""
-    cell = "/".join((wildcards.task, wildcards.variant, wildcards.scale, wildcards.setting))
-    lines = [
-        "pids=(); logs=(); status=0",
-        "trap : TERM USR1",
-        f"mkdir -p {shlex.quote(f'{LOGS}/train/{cell}')} {shlex.quote(output[0])}",
-    ]
-    threads = _merged("resources", wildcards.task)["cpus_per_task"]
-    for seed in pack_seeds(wildcards):
-        fields = dict(wildcards.items(), seed=seed)
-        resolved = experiment.run_config(config, SETTINGS, **{k: fields[k] for k in run_layout.RUN_KEYS})
-        run = RUN_PATTERN.format(**fields)
-        log = shlex.quote(f"{LOGS}/train/{run}.log")
-        lines += [
-            f"SLURM_CPUS_PER_TASK={threads} pdelra train"
-            f" --run-config {shlex.quote(json.dumps(resolved, sort_keys=True, separators=(',', ':')))}"
-            f" --data {shlex.quote(parent_dir(manifest(wildcards.task)))}"
-            f" --out {shlex.quote(f'{output[0]}/seed{seed}')}"
-            f" --checkpoint-dir {shlex.quote(f'{RESULTS}/checkpoints/{run}')}"
-            f" --device {job_device(wildcards, resources)} > {log} 2>&1 &",
-            f"pids+=($!); logs+=({log}); echo seed{seed}: pid $!, log {log}",
-        ]
-    lines += [  # a wait cut short by the trap (status > 128, trainer still alive) waits again
-        'for i in "${!pids[@]}"; do',
-        '  while wait "${pids[$i]}"; rc=$?; [ "$rc" -gt 128 ] && kill -0 "${pids[$i]}" 2>/dev/null; do :; done',
-        '  if [ "$rc" -ne 0 ]; then status=$rc; echo "exit $rc: ${logs[$i]}"; tail -n 20 "${logs[$i]}"; fi',
-        "done",
-        'exit "$status"',
-    ]
-    return "\n".join(lines)
+def pack_run_config(wildcards):
+    """The run config of a pack's members (its first seed's; `pdelra train-pack` sets each member's seed). A
+    params value: editing it reruns the pack, whose members resume or restore."""
+    seed = pack_seeds(wildcards)[0]
+    return run_config(SimpleNamespace(**dict(wildcards.items()), seed=seed))
+
+
+def pack_seed_list(wildcards):
+    return " ".join(map(str, pack_seeds(wildcards)))
+
+
+# ----------------------------------------------------------------------------------------------------
+# Finished runs and their locks (pdelra.training.finished, pdelra.training.lock). A trainer keeps a finished
+# run's final files in CKPT_DIR/finished/ until Snakemake has stored its outputs, so a job (or a pack member)
+# killed after its run finished is restored by the retry, not retrained. Each start, success and error of
+# the workflow clears the kept copies of the runs whose jobs are complete. At the start it also says which
+# lock the training jobs take in the checkpoint folders (flock, or lock files where flock is missing).
+# ----------------------------------------------------------------------------------------------------
+def clear_finished_runs():
+    """Remove CKPT_DIR/finished/ of every run whose metrics.json is the output of a complete job: one that
+    was not to be run, or that finished in this session (its outputs are stored)."""
+    from pdelra.training import finished
+
+    dag, cleared = workflow.dag, 0
+    for job in dag.jobs:
+        if not dag.noneedrun_finished(job):
+            continue
+        for path in job.output:
+            out = Path(path)
+            if out.name == "metrics.json" and "runs" in out.parts:
+                cleared += finished.clear(finished.checkpoint_dir_of(out.parent))
+    if cleared:
+        print(f"Removed the kept final state of {cleared} stored run(s) from their checkpoint folders")
+
+
+def checkpoint_lock_preflight():
+    """Say which lock the training jobs will take in the checkpoint folders (probed where they are)."""
+    from pdelra.training import finished
+    from pdelra.training.lock import LockError, lock_mode
+
+    rules = {job.rule for job in workflow.dag.needrun_jobs()}
+    patterns = [rule.params.get("checkpoints") for rule in rules]
+    roots = {finished.checkpoint_root(Path(p)) for p in patterns if isinstance(p, str) and "checkpoints" in p}
+    for root in sorted(roots):
+        try:
+            mode = lock_mode(root)
+        except (OSError, LockError) as exc:  # the training jobs could not lock or write there either
+            print(f"Cannot use {root} for checkpoints (nothing was started): {exc}", file=sys.stderr)
+            sys.exit(1)
+        print(f"Checkpoint lock in {root}: {mode}", file=sys.stderr)
 
 
 # ----------------------------------------------------------------------------------------------------

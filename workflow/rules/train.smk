@@ -33,14 +33,21 @@ rule train:
 
 
 rule train_pack:
-    """Train the runs of one pack side by side on the job's GPU (pack_script); the folder holds their
-    outputs, each run's seed{n}/metrics.json and model.safetensors."""
+    """Train the runs of one pack side by side on the job's GPU (`pdelra train-pack`); the folder holds their
+    outputs, each run's seed{n}/metrics.json and model.safetensors. A member that finished before another
+    failed keeps its final state in its checkpoint folder, and the retry restores it instead of training."""
     input:
         manifest("{task}"),
     output:
         directory(f"{RESULTS}/packs/{PACK_PATTERN}"),
     params:
-        script=pack_script,
+        run_config=pack_run_config,
+        seeds=pack_seed_list,
+        data=input_dir,
+        checkpoints=f"{RESULTS}/checkpoints/{CELL_PATTERN}",
+        logs=f"{LOGS}/train/{CELL_PATTERN}",
+        threads=task_resource("cpus_per_task"),  # each member's: one run's
+        device=job_device,
     log:
         f"{LOGS}/train_pack/{PACK_PATTERN}.log",
     wildcard_constraints:
@@ -55,7 +62,9 @@ rule train_pack:
     conda:
         PDELRA_ENV
     shell:
-        "exec > {log} 2>&1\n{params.script}"
+        "pdelra train-pack --run-config '{params.run_config}' --seeds {params.seeds} --data {params.data}"
+        " --out {output} --checkpoint-dir {params.checkpoints} --log-dir {params.logs}"
+        " --threads {params.threads} --device {params.device} > {log} 2>&1"
 
 
 rule packed_run:

@@ -24,13 +24,13 @@ BENCHMARKS = {
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
         "bench",
-        help="run a benchmark (train-step overhead per diffusion position, the layer alone, preprocessing)",
+        help=f"run a benchmark ({', '.join(BENCHMARKS)})",
         description=__doc__,
     )
     benches = parser.add_subparsers(dest="benchmark", metavar="BENCHMARK", required=True)
     for name, module_name in BENCHMARKS.items():
         module = importlib.import_module(module_name)
-        summary = module.__doc__.strip().splitlines()[0]
+        summary = " ".join(module.__doc__.strip().split("\n\n")[0].split())  # the whole first paragraph
         sub = benches.add_parser(name, help=summary, description=module.__doc__)
         module.add_arguments(sub)
         sub.set_defaults(func=module.run)

@@ -11,18 +11,17 @@ numbers only, and the checkpoint holds nothing else (seeding.capture_rng_states 
 tensor, so no NumPy type needs allow-listing). Anything else there (a foreign pickle, a truncated file, a
 checkpoint of another config or format) is moved aside with the reason, and the run starts fresh.
 
-One process trains a run at a time: `run_lock` holds an exclusive flock on CKPT_DIR/lock for the whole run.
-The kernel drops it when its holder dies, however it dies: a rerun after a crash never waits on a stale lock.
+One process trains a run at a time: pdelra.training.lock.run_lock holds CKPT_DIR/lock for the whole run (a
+flock, or a lock file where the file system has no flock). A finished run's final state is kept beside the
+checkpoint until the workflow has stored its outputs (pdelra.training.finished).
 """
 
 from __future__ import annotations
 
 import errno
-import fcntl
 import io
 import logging
 import os
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -37,7 +36,6 @@ from pdelra.errors import UserError
 log = logging.getLogger(__name__)
 
 CHECKPOINT_NAME = "checkpoint.pt"
-LOCK_NAME = "lock"
 # 2: NumPy's RNG state as a tensor (weights_only loading); version-1 checkpoints are moved aside.
 FORMAT_VERSION = 2
 # errno values that mean "no room": a full disk, a file-size limit (ulimit -f), an exhausted quota.
@@ -143,43 +141,6 @@ def remove_checkpoint(ckpt_dir: Path) -> None:
     checkpoint_path(ckpt_dir).unlink(missing_ok=True)
     for leftover in ckpt_dir.glob(".checkpoint-*.tmp"):  # from a process killed mid-write
         leftover.unlink(missing_ok=True)
-
-
-@contextmanager
-def run_lock(ckpt_dir: Path) -> Iterator[bool]:
-    """Hold the run's lock (an exclusive flock on CKPT_DIR/lock) for the duration of the block.
-
-    If another process holds it (a job from a dead Snakemake still running beside its rerun), say who and
-    wait until it is released. Yields True when it had to wait (the other process may have finished the run
-    meanwhile), else False. The kernel releases the lock when its holder exits or is killed; on a shared file
-    system this needs POSIX locks that work across nodes (NFSv4, Lustre, GPFS and BeeGFS have them).
-    """
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    lock_file = ckpt_dir / LOCK_NAME
-    with open(lock_file, "a+") as handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            waited = False
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "another process"
-            log.warning(
-                "%s is locked by %s, which is training this run; waiting until it ends (never two "
-                "processes on one run)",
-                lock_file,
-                holder,
-            )
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)  # blocks; SIGTERM still ends this process
-            waited = True
-        handle.seek(0)
-        handle.truncate()
-        since = time.strftime("%Y-%m-%dT%H:%M:%S")
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()} since {since}\n")
-        handle.flush()
-        try:
-            yield waited
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
 
 
 def _move_aside(path: Path, reason: str) -> None:

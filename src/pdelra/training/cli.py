@@ -23,7 +23,16 @@ Resuming: a checkpoint is written atomically to CKPT_DIR every `checkpoint_minut
 every `checkpoint_every_steps` steps if set) and at each epoch end. Rerunning the same command resumes
 from it when its config hash and data manifest hash match this run (otherwise it is moved aside and the
 run starts fresh). A resumed run's metrics equal an uninterrupted run's except the timing fields and
-resumed_count. The checkpoint is removed once metrics.json is written.
+resumed_count. When the run ends its final files (model.safetensors, metrics.json) are written to
+CKPT_DIR/finished/, the checkpoint is removed, and they are linked (else copied) into RUN_DIR; a rerun that
+finds them (same config hash, data manifest hash and code version) restores them instead of training, so a
+job killed after the run finished loses nothing. The workflow removes CKPT_DIR/finished/ once it has stored
+the run's outputs; by hand, delete CKPT_DIR to train a finished run again.
+
+Lock: one process a run. CKPT_DIR/lock is flocked; where the file system has no flock (ENOLCK on Lustre
+mounted noflock or NFS without lockd) it is a lock file created with O_EXCL, holding "pid P on HOST since T"
+and touched every 30 s; a waiting process breaks it when that pid on its own host is gone, or when it has not
+changed for 10 minutes. The lock file is removed when the run ends.
 
 Exit status: 0 when the run completed or diverged (a NaN/inf loss: metrics.json has status "diverged"
 and diverged_at_step); 75 (EX_TEMPFAIL) when SIGTERM or SIGUSR1 stopped it after the current step with a
@@ -38,14 +47,22 @@ CPU is allowed on purpose: --allow-cpu, or PDELRA_ALLOW_CPU=1 in the environment
 
 DEVICES = ("auto", "cuda", "cpu")
 
-RUN_CONFIG_HELP = """\
-the run's config: a JSON/YAML file, or inline JSON starting with '{'. Keys: task, variant, scale, seed,
-optional setting (default "base"; a name only: its overrides are already in model/train),
-model {d_model, n_layers, n_heads, d_mlp, dropout, attn_dropout, alpha_init; optional: any other
-ModelConfig field, e.g. cta_steps}, train {batch_size, lr,
-betas, weight_decay, warmup_steps, max_epochs, max_steps, patience, grad_clip, eval_batch_size,
-checkpoint_minutes, compile, num_threads; optional: checkpoint_every_steps, debug_nan_at_step}
-"""
+
+def _run_config_help() -> str:
+    """--run-config's help, its keys read from the run-config schema (so the help names every key)."""
+    from pdelra.training.runconfig import REQUIRED_MODEL_KEYS, REQUIRED_TRAIN_KEYS, SCHEMA
+
+    optional_train = sorted(set(SCHEMA["properties"]["train"]["properties"]) - set(REQUIRED_TRAIN_KEYS))
+    return (
+        "the run's config: a JSON/YAML file, or inline JSON starting with '{'. Keys: task, variant, scale, "
+        'seed, optional setting (default "base"; a name only: its overrides are already in model/train), '
+        f"model {{{', '.join(REQUIRED_MODEL_KEYS)}; optional: any other ModelConfig field, e.g. cta_steps}}, "
+        f"train {{{', '.join(REQUIRED_TRAIN_KEYS)}; optional: {', '.join(optional_train)}}} "
+        "(docs/interfaces.md, Run config)"
+    )
+
+
+RUN_CONFIG_HELP = _run_config_help()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -73,6 +90,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_device_arguments(parser)
     parser.set_defaults(func=run)
+
+    from pdelra.training import pack
+
+    pack.register(subparsers)
 
 
 def add_lm_train_arguments(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import platform
+import resource
 import statistics
 import subprocess
 from collections.abc import Sequence
@@ -19,7 +20,14 @@ SCHEMA_VERSION = 1
 
 # Fields of metrics.json that depend on when/where/how often the run was (re)started, not on what it computed.
 TIMING_FIELDS = frozenset(
-    {"wall_time_s", "median_step_time_s", "peak_memory_bytes", "resumed_count", "interruptions"}
+    {
+        "wall_time_s",
+        "median_step_time_s",
+        "peak_memory_bytes",
+        "peak_host_memory_bytes",
+        "resumed_count",
+        "interruptions",
+    }
 )
 
 
@@ -32,6 +40,17 @@ def finite_or_none(value: float | None) -> float | None:
 
 def median_or_none(values: Sequence[float]) -> float | None:
     return float(statistics.median(values)) if values else None
+
+
+def peak_host_memory_bytes() -> int:
+    """Peak resident host memory of this process, in bytes: what a job's `mem_mb` must cover per run (CUDA
+    memory is `peak_memory_bytes`). Of this attempt only: a resumed run reports its last attempt's peak.
+
+    Children are not added: RUSAGE_CHILDREN reports, for a child forked to run `git describe` or `lscpu`,
+    the parent's pages it shared at the fork (measured: ~270 MB for git after importing torch), which would
+    double the figure without any memory being used."""
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return int(peak if platform.system() == "Darwin" else peak * 1024)  # KiB on Linux, bytes on macOS
 
 
 @cache

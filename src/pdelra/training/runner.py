@@ -3,8 +3,9 @@
 The loop, in order:
   seed → build model/optimizer/schedule → resume from the checkpoint if it is this run's →
   for each epoch: seeded shuffle, train from the saved batch position, evaluate on val, keep the best
-  weights, early-stop on patience → evaluate test with the best-validation weights → metrics.json →
-  remove the checkpoint.
+  weights, early-stop on patience → evaluate test with the best-validation weights → the final files
+  (weights, metrics.json) kept in CKPT_DIR/finished → remove the checkpoint → publish them to RUN_DIR.
+A retry that finds this run's kept final files restores them instead of training (pdelra.training.finished).
 
 Exactness of resume rests on three facts: the batch order is a pure function of (seed, epoch); the
 checkpoint holds every other piece of state (weights, AdamW moments, schedule, RNG states, running sums);
@@ -15,7 +16,6 @@ uninterrupted one bit for bit.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import time
@@ -28,16 +28,17 @@ import torch.nn.functional as F
 
 from pdelra.atomic import write_json_atomic
 from pdelra.training import batches as B
+from pdelra.training import finished
 from pdelra.training.checkpoint import (
     remove_checkpoint,
     resume_trainer,
-    run_lock,
     save_checkpoint,
     trainer_states,
     write_guard,
 )
 from pdelra.training.device import DeviceSetup, setup_device
 from pdelra.training.interrupts import EXIT_INTERRUPTED, InterruptFlag
+from pdelra.training.lock import run_lock
 from pdelra.training.metrics import (
     METRICS_NAME,
     SCHEMA_VERSION,
@@ -45,6 +46,7 @@ from pdelra.training.metrics import (
     finite_or_none,
     library_versions,
     median_or_none,
+    peak_host_memory_bytes,
 )
 from pdelra.training.progress import Progress
 from pdelra.training.runconfig import RunConfig, RunConfigError
@@ -96,13 +98,16 @@ def train_run(cfg: RunConfig, data_dir: Path, out_dir: Path, ckpt_dir: Path, dev
     """Train one run; returns 0 (completed or diverged, metrics.json written) or EXIT_INTERRUPTED (75).
 
     `device`: auto, cuda or cpu (pdelra.training.device.choose_device; cuda without CUDA is an error)."""
+    from pdelra.data.store import manifest_hash
+
+    identity = {"config_hash": cfg.hash, "data_manifest_hash": manifest_hash(data_dir)}
     # The run's lock first: a second process for the same run (a rerun beside a job of a dead Snakemake)
-    # waits here instead of training beside it.
-    with run_lock(ckpt_dir) as waited, InterruptFlag() as interrupted:
-        trainer = _Trainer(cfg, data_dir, out_dir, ckpt_dir, interrupted, device)
-        if waited and trainer.finished_elsewhere():
+    # waits here instead of training beside it. Then a run finished by an earlier attempt (or by the process
+    # we waited for) is restored, not trained again.
+    with run_lock(ckpt_dir), InterruptFlag() as interrupted:
+        if finished.restore(ckpt_dir, out_dir, identity) is not None:
             return 0
-        return trainer.run()
+        return _Trainer(cfg, data_dir, out_dir, ckpt_dir, interrupted, device).run()
 
 
 class _Trainer:
@@ -157,18 +162,6 @@ class _Trainer:
         self.last_checkpoint = time.monotonic()
 
     # ----------------------------------------------------------------------------------------- driver
-
-    def finished_elsewhere(self) -> bool:
-        """True when the process we waited for wrote this run's metrics.json (same config and data)."""
-        path = self.out_dir / METRICS_NAME
-        try:
-            done = json.loads(path.read_text())
-        except (OSError, ValueError):
-            return False
-        if {k: done.get(k) for k in self.identity} != self.identity:
-            return False
-        log.info("%s was written by the process this one waited for; nothing left to train", path)
-        return True
 
     def run(self) -> int:
         self._resume()
@@ -352,10 +345,13 @@ class _Trainer:
             self.model.load_state_dict(self.best_weights)
             test_loss, test_accuracy = self._evaluate("test")
         metrics = self._metrics(test_loss, test_accuracy)
-        self._save_weights()  # before metrics.json, whose presence marks the run (and its weights) complete
-        with write_guard(self.out_dir / METRICS_NAME, f"the checkpoint in {self.ckpt_dir} is kept"):
-            write_json_atomic(self.out_dir / METRICS_NAME, metrics)
+        final = finished.begin(self.ckpt_dir)  # kept until the workflow has stored RUN_DIR's files
+        self._save_weights(final)  # before metrics.json, whose presence marks the run (and weights) complete
+        with write_guard(final / METRICS_NAME, f"the checkpoint in {self.ckpt_dir} is kept"):
+            write_json_atomic(final / METRICS_NAME, metrics)
         remove_checkpoint(self.ckpt_dir)
+        with write_guard(self.out_dir / METRICS_NAME, f"the run is kept in {final}; rerun to restore it"):
+            finished.publish(self.ckpt_dir, self.out_dir)
         log.info(
             "%s: %s; test accuracy %s at best epoch %s (val %s); %d steps; metrics in %s",
             self.cfg.task,
@@ -367,16 +363,16 @@ class _Trainer:
             self.out_dir / METRICS_NAME,
         )
 
-    def _save_weights(self) -> None:
-        """model.safetensors: the best-validation weights (the last ones if no validation ever ran)."""
+    def _save_weights(self, folder: Path) -> None:
+        """FOLDER/model.safetensors: the best-validation weights (the last ones if no validation ever ran)."""
         from pdelra.training.weights import WEIGHTS_NAME, save_weights
 
         best = self.best_weights is not None
         weights = self.best_weights if best else self.model.state_dict()
         meta = {"weights": "best_validation" if best else "last", "best_epoch": str(self.state.best_epoch)}
         meta.update(self.identity)
-        with write_guard(self.out_dir / WEIGHTS_NAME, f"the checkpoint in {self.ckpt_dir} is kept"):
-            save_weights(self.out_dir / WEIGHTS_NAME, weights, meta)
+        with write_guard(folder / WEIGHTS_NAME, f"the checkpoint in {self.ckpt_dir} is kept"):
+            save_weights(folder / WEIGHTS_NAME, weights, meta)
 
     def _metrics(self, test_loss: float | None, test_accuracy: float | None) -> dict[str, Any]:
         st, cfg = self.state, self.cfg
@@ -419,6 +415,7 @@ class _Trainer:
             "median_step_time_s": median_or_none(st.step_times),
             "peak_memory_bytes": peak_bytes,
             "peak_memory_kind": peak_kind,
+            "peak_host_memory_bytes": peak_host_memory_bytes(),
             "resumed_count": st.resumed_count,
             "interruptions": st.interruptions,
         }

@@ -28,6 +28,7 @@ import torch
 
 from pdelra.atomic import write_json_atomic
 from pdelra.runs import RUN_KEYS  # a run's identity, first in metrics.json
+from pdelra.training import finished
 from pdelra.training.batches import epoch_order
 from pdelra.training.checkpoint import (
     remove_checkpoint,
@@ -37,12 +38,14 @@ from pdelra.training.checkpoint import (
 )
 from pdelra.training.device import DeviceError, choose_device, setup_device
 from pdelra.training.interrupts import EXIT_INTERRUPTED, InterruptFlag
+from pdelra.training.lock import run_lock
 from pdelra.training.metrics import (
     METRICS_NAME,
     code_version,
     finite_or_none,
     library_versions,
     median_or_none,
+    peak_host_memory_bytes,
 )
 from pdelra.training.runconfig import RunConfigError, config_hash, read_run_config
 from pdelra.training.schedule import planned_steps
@@ -192,8 +195,16 @@ class TokenLMRun:
 
     @classmethod
     def train(cls, cfg: dict[str, Any], data_dir: Path, out_dir: Path, ckpt_dir: Path, device: str) -> int:
-        """0 when completed or diverged (metrics.json written), 75 when interrupted (checkpoint kept)."""
-        with InterruptFlag() as interrupted:
+        """0 when completed or diverged (metrics.json written), 75 when interrupted (checkpoint kept).
+
+        Like `pdelra train`: one process a run (the run's lock), and a run an earlier attempt finished is
+        restored from its kept final state (pdelra.training.finished) instead of trained again."""
+        from pdelra.data.store import manifest_hash
+
+        identity = {"config_hash": config_hash(cfg), "data_manifest_hash": manifest_hash(data_dir)}
+        with run_lock(ckpt_dir), InterruptFlag() as interrupted:
+            if finished.restore(ckpt_dir, out_dir, identity) is not None:
+                return 0
             return cls(cfg, data_dir, out_dir, ckpt_dir, device).run(interrupted)
 
     @classmethod
@@ -394,10 +405,13 @@ class TokenLMRun:
             "median_step_time_s": median_or_none(st["step_times"]),
             "peak_memory_bytes": peak,
             "peak_memory_kind": peak_kind,
+            "peak_host_memory_bytes": peak_host_memory_bytes(),
             "resumed_count": st["resumed_count"],
         }
-        write_json_atomic(self.out_dir / METRICS_NAME, json_safe(metrics))
+        final = finished.begin(self.ckpt_dir)  # kept until the workflow has stored RUN_DIR/metrics.json
+        write_json_atomic(final / METRICS_NAME, json_safe(metrics))
         remove_checkpoint(self.ckpt_dir)
+        finished.publish(self.ckpt_dir, self.out_dir)
         self._report(metrics)
 
 
