@@ -88,7 +88,10 @@ def run_dir(task, variant, scale, setting, seed):
     return str(run_layout.run_dir(f"{RESULTS}/runs", task, variant, scale, setting, seed))
 
 
-def all_metrics():
+def all_metrics(wildcards):
+    """Input function: every LRA run's metrics.json. A function, not a list: Snakemake hashes a named
+    input's whole list once for each of its files when it looks up the rule behind each (quadratic: 50 s of
+    a 10,000-run dry run); a function's items are looked up by the function instead."""
     return [f"{run_dir(*run)}/metrics.json" for run in RUNS]
 
 
