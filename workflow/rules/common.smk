@@ -2,6 +2,7 @@
 
 import inspect
 import json
+import os
 import shlex
 import re
 import subprocess
@@ -89,9 +90,9 @@ def run_dir(task, variant, scale, setting, seed):
 
 
 def all_metrics(wildcards):
-    """Input function: every LRA run's metrics.json. A function, not a list: Snakemake hashes a named
-    input's whole list once for each of its files when it looks up the rule behind each (quadratic: 50 s of
-    a 10,000-run dry run); a function's items are looked up by the function instead."""
+    """Input function: every LRA run's metrics.json. A function, not a list. For each file of a named
+    list input, Snakemake hashes the whole list again while it looks for the job that makes the file, which
+    is quadratic (50 s of a 10,000-run dry run); a function's files are looked up by the function."""
     return [f"{run_dir(*run)}/metrics.json" for run in RUNS]
 
 
@@ -248,8 +249,9 @@ def aggregate_extra_args(inputs):
 
 
 def parent_dir(path):
-    """The folder of a declared input/output: for params, so no path prefix is hard-coded twice."""
-    return str(Path(path).parent)
+    """The folder of a declared input/output: for params, so no path prefix is hard-coded twice. (os.path,
+    not pathlib: it runs for every job of the DAG.)"""
+    return os.path.dirname(os.path.normpath(path)) or "."
 
 
 def manifest(task):
