@@ -13,6 +13,7 @@ from scipy import stats as scipy_stats
 from pdelra import paper
 from pdelra.aggregate import RUN_COLUMNS
 from pdelra.results import spectral, tables
+from pdelra.results.catalogue import all_claims
 from pdelra.results.claims import evaluate
 from pdelra.runs import BASE_SETTING, RUN_KEYS
 
@@ -33,7 +34,7 @@ def cell(task: str, variant: str, accuracies: list[float], scale: str = "h1", **
 def test_table11_gain_is_the_paired_mean_difference_with_its_t_interval() -> None:
     base, ours = [0.50, 0.52, 0.51], [0.55, 0.56, 0.58]
     runs = runs_frame(cell("listops", "none", base) + cell("listops", "after_embedding", ours))
-    t11 = tables.table11(runs, evaluate(runs)).set_index(
+    t11 = tables.table11(runs, evaluate(runs, claims=all_claims())).set_index(
         ["variant", "task"]
     )  # gains as the claims judged them
     row = t11.loc[("after_embedding", "listops")]
@@ -228,6 +229,9 @@ def test_provenance_counts_every_run_whatever_its_status() -> None:
     assert data["data_hash"] == "ab" * 8 and data["n_hashes"] == 1
     summary = dict(tables.provenance_summary(runs).itertuples(index=False))
     assert summary["runs"] == 2 and summary["status diverged"] == 1
+    assert summary["seeds"] == 2 and summary["seed ids"] == "0, 1"  # a count, then which
+    one = dict(tables.provenance_summary(runs[runs["seed"] == 0]).itertuples(index=False))
+    assert one["seeds"] == 1 and one["seed ids"] == "0"  # one seed, id 0: not "seeds 0"
 
 
 def test_summarise_returns_every_comparison_table_even_without_runs() -> None:
