@@ -3,8 +3,9 @@
 Measures (each in its own process; wall time, CPU time and that process's peak RSS):
   dry_run      `snakemake -n` on the paper config with one grid widened to every variant x scale x enough
                seeds for --runs training jobs (data.source real: nothing is downloaded in a dry run), and
-               again at --small-runs (default a quarter), so that the growth shows: `dry_run_growth` gives the ratio
-               of the times beside the ratio of the jobs (linear: about the same; quadratic: its square);
+               again at --small-runs (default a quarter), so that the growth shows: `dry_run_growth` gives
+               the ratio of the times beside the ratio of the jobs, and the exponent k of time ∝ jobs^k
+               (linear: k <= 1, less with the fixed start-up; quadratic: near 2);
   aggregate    `pdelra aggregate --runs DIR` over as many generated metrics.json files (50 epochs of history
                with alpha of 6 layers each, like real ones);
   longest_command  the longest shell command the dry run prints, against Linux's 128 KiB limit on one
