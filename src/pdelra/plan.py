@@ -314,8 +314,9 @@ def calibrate(
     }
 
 
-# The sources a calibration exercises: an edit of one of them times the model again.
-CALIBRATED_SOURCES = ("model.py", "ops.py", "fused.py", "plan.py")
+# The sources a calibration exercises (besides calibrate and _time_steps themselves): an edit of one of them
+# times the model again.
+CALIBRATED_SOURCES = ("model.py", "ops.py", "fused.py")
 CACHE_NAME = "plan/calibration.json"  # under results/{experiment}
 
 
@@ -329,8 +330,10 @@ def calibration_key(
     max_calibration_batch: int | None,
 ) -> str:
     """What a calibration depends on, hashed: the task's model, batch and data shape, the timed steps and
-    probe batch, the code (CALIBRATED_SOURCES), torch and the device (its name; on CPU also its threads)."""
+    probe batch, the code (CALIBRATED_SOURCES and the timing functions), torch and the device (its name; on
+    CPU also its threads)."""
     import hashlib
+    import inspect
     import platform
 
     import torch
@@ -338,6 +341,8 @@ def calibration_key(
     code = hashlib.sha256()
     for name in CALIBRATED_SOURCES:
         code.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes())
+    for function in (calibrate, _time_steps):
+        code.update(inspect.getsource(function).encode())
     if device.type == "cuda":
         where = torch.cuda.get_device_name(device)
     else:
@@ -788,6 +793,8 @@ def format_table(rows: list[dict[str, str]]) -> str:
 def print_plan(plan: Mapping[str, Any], title: str = "plan") -> None:
     gpus, total = plan["gpus"], plan["total"]
     other = sum(plan["other_jobs"].values())
+    if "calibrated" in total["device_hours_source"]:
+        title += f" (calibrated on {plan['device']})"
     print(
         f"{title}: {total['jobs']} training jobs ({total['done']} finished) and {other} other jobs; steps "
         f"are upper bounds (early stopping may end runs sooner); retries {plan['retries']} (attempt n asks "
@@ -917,7 +924,7 @@ def run(args: argparse.Namespace) -> int:
         cache=None if args.no_cache else results / CACHE_NAME,
         calibrate_gpu_jobs=calibrate_gpu_jobs,
     )
-    print_plan(plan, title=f"plan of {args.config} (estimates on {device})")
+    print_plan(plan, title=f"plan of {args.config}")
     if args.json is not None:
         write_json_atomic(args.json, plan)
     return 0
