@@ -86,7 +86,10 @@ RUN_PATTERN = run_layout.RUN_PATTERN  # {task}/{variant}/{scale}/{setting}/seed{
 
 
 def run_dir(task, variant, scale, setting, seed):
-    return str(run_layout.run_dir(f"{RESULTS}/runs", task, variant, scale, setting, seed))
+    """A run's folder, as pdelra.runs.run_dir gives it (its RUN_PATTERN; a string, not a Path: this runs for
+    every file of every diagnose and aggregate job)."""
+    fields = {"task": task, "variant": variant, "scale": scale, "setting": setting, "seed": int(seed)}
+    return f"{RESULTS}/runs/{RUN_PATTERN.format(**fields)}"
 
 
 def all_metrics(wildcards):
