@@ -131,13 +131,25 @@ CHANCE_ACCURACY = {
     "agnews": 0.25,
 }
 COST_UNIT = "pp of step time"
+DESIGN_VARIANTS = frozenset(("none", *paper.POSITIONS))  # the cells whose runs pool one task's noise
 # A paper Δ within this margin is "no difference", and a no-difference claim is reproduced when our 95 %
 # interval lies inside it: one threshold for both (1 percentage point of accuracy).
 EQUIVALENCE_MARGIN = 0.01
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not run")
 SIZES = ("as claimed", "smaller than claimed", "larger than claimed", "opposite sign")
-FAMILIES = ("primary", "ranking", "table11", "multiscale", "cost", "cta", "lm", "diagnostics", "cta_official")
+FAMILIES = (
+    "primary",
+    "ranking",
+    "table11",
+    "multiscale",
+    "cost",
+    "cta",
+    "lm",
+    "diagnostics",
+    "cta_official",
+    "own",
+)
 CLAIM_COLUMNS = (
     "claim_id",
     "claim",
@@ -333,6 +345,7 @@ class SeedValues:
     excluded: int
     notes: list[str] = field(default_factory=list)
     devices: set[str] = field(default_factory=set)
+    epoch_budgets: set[int] = field(default_factory=set)  # runs.csv's max_epochs of the runs used
 
 
 class RunIndex:
@@ -403,17 +416,20 @@ class RunIndex:
                 f"{at_chance} diverged run(s) of {cell.label()} on {paper.TASK_LABELS.get(task, task)} "
                 f"counted at chance accuracy ({CHANCE_ACCURACY[task]:g})"
             )
-        devices = {
-            str(r.get("device")) for s, _, r in rows if s in values and not _isnan_or_none(r.get("device"))
-        }
-        return SeedValues(values, [], len(rows) - len(values), notes, devices)
+        used = [r for s, _, r in rows if s in values]
+        devices = {str(r.get("device")) for r in used if not _isnan_or_none(r.get("device"))}
+        budgets = {int(r["max_epochs"]) for r in used if not _isnan(r.get("max_epochs"))}
+        return SeedValues(values, [], len(rows) - len(values), notes, devices, budgets)
 
     def noise(self, task: str, column: str) -> TaskNoise:
-        """The task's pooled noise over its base-setting cells (`pdelra.results.design`), computed once."""
+        """The task's pooled noise over the paper's design, its base-setting cells of the baseline and the
+        seven positions at every scale (`pdelra.results.design`), computed once. Other cells (a related
+        system's, a config's own variant) are compared by their own paired tests, so that adding them
+        changes no verdict of the paper's claims."""
         if (task, column) not in self._noise:
             cells: dict[tuple[str, str, str], dict[int, float]] = {}
             for key in self._rows:
-                if key[0] == task and key[3] == BASE_SETTING:
+                if key[0] == task and key[3] == BASE_SETTING and key[1] in DESIGN_VARIANTS:
                     found = self.cell(Cell(key[1], key[2], key[3]), task, column)
                     if found is not None and found.values:
                         cells[key[1:]] = found.values
@@ -452,6 +468,7 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
     missing: list[str] = []
     notes: list[str] = []
     devices: set[str] = set()
+    budgets: set[int] = set()
     excluded = 0
     for cell in parts:
         for task in metric.tasks:
@@ -464,6 +481,7 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
             excluded += found.excluded
             notes += found.notes
             devices |= found.devices
+            budgets |= found.epoch_budgets
             if metric.overhead_vs is not None:
                 ref = index.cell(metric.overhead_vs, task, metric.column)
                 if ref is None:
@@ -477,14 +495,14 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
                 }
             per_part.append((where, values))
     if missing or not per_part:
-        return SeedValues({}, missing, excluded, notes, devices)
+        return SeedValues({}, missing, excluded, notes, devices, budgets)
     every = set.union(*(set(v) for _, v in per_part))
     seeds = set.intersection(*(set(v) for _, v in per_part))
     for where, v in per_part:
         if lacking := sorted(every - set(v)):
             notes.append(f"{where} lacks seed(s) {', '.join(map(str, lacking))}")
     values = {s: sum(v[s] for _, v in per_part) / len(per_part) for s in sorted(seeds)}
-    return SeedValues(values, [], excluded, notes, devices)
+    return SeedValues(values, [], excluded, notes, devices, budgets)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -524,6 +542,12 @@ def compare(index: RunIndex, a: Cells, b: Cells, metric: Metric, sign: float = 1
     for cells, own, other in ((a, sa, sb), (b, sb, sa)):
         if own.values and (lacking := sorted(set(other.values) - set(own.values))):
             notes.append(f"{cells.label()}{where} lacks seed(s) {', '.join(map(str, lacking))}")
+    if sa.epoch_budgets and sb.epoch_budgets and sa.epoch_budgets != sb.epoch_budgets:
+        # A difference between cells that trained for different budgets mixes the variant with the epochs.
+        budget = {c.label(): "/".join(map(str, sorted(v.epoch_budgets))) for c, v in ((a, sa), (b, sb))}
+        notes.append(
+            "trained different epoch budgets (" + ", ".join(f"{k}: {v}" for k, v in budget.items()) + ")"
+        )
     missing, devices = sa.missing + sb.missing, sa.devices | sb.devices
     reference = float(np.mean(list(sb.values.values()))) if sb.values else math.nan
     weights: dict[Cell, float] = {}
@@ -1016,6 +1040,10 @@ def _unnamed(index: RunIndex, claims: Sequence[Claim]) -> str:
     if claims and any(c.metric.overhead_vs for c in claims if hasattr(c, "metric")):
         variants |= {c.metric.overhead_vs.variant for c in claims if c.metric.overhead_vs is not None}
     have_tasks, have_variants = index.names()
+    # Names the project knows (a related system's variant or task that no claim of this table reads) are
+    # no typo: only the unknown ones are said.
+    have_tasks -= set(paper.TASK_LABELS) | set(paper.CTA_OFFICIAL_TASK_LABELS)
+    have_variants -= set(paper.VARIANT_LABELS)
     parts = []
     if extra := sorted(have_tasks - tasks):
         parts.append(f"task(s) {', '.join(extra)}")
@@ -1038,6 +1066,8 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
     if claim.get("verdict") != "inconclusive" or _isnan(claim.get("n")):
         return ""
     n, seeds, at_paper = int(claim["n"]), claim.get("seeds_needed"), claim.get("power_at_paper")
+    if n < 2 and claim.get("kind") != "association":
+        return f"2 seeds or more to test it ({n} ran)"
     if _isnan(seeds):
         return "" if _isnan(claim.get("detectable_effect")) else f"not decidable with {power.MAX_SEEDS} seeds"
     if seeds > n:
@@ -1048,5 +1078,7 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
 
 
 def headline(claims: pd.DataFrame) -> pd.DataFrame:
-    """The rows a reader sees first: all but the per-cell Table 11 signs, related systems and diagnostics."""
-    return claims[~claims["family"].isin(["table11", "cta", "cta_official", "lm", "diagnostics"])]
+    """The rows a reader sees first: all but the per-cell Table 11 signs (the paper's and an own variant's),
+    related systems and diagnostics."""
+    signs = claims["claim_id"].astype(str).str.startswith("table11_sign_")
+    return claims[~claims["family"].isin(["table11", "cta", "cta_official", "lm", "diagnostics"]) & ~signs]
