@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -148,32 +149,114 @@ def test_estimate_matches_an_actual_run(tmp_path: Path) -> None:
         f"calibrated step {task['step_time_s']:.4f} s vs actual {metrics['median_step_time_s']:.4f} s"
     )
 
-    # Finished runs take precedence over calibration for their (task, variant, scale, setting): with every
-    # job timed by one, nothing is calibrated, and the step time shown is theirs.
+    # Finished runs take precedence over calibration. With seed 0 of both variants finished, its jobs count
+    # at their own wall time and are done; seed 1's jobs are timed by their cell's finished runs (median
+    # step time × planned steps); nothing is calibrated.
+    config["grids"]["main"]["seeds"] = [0, 1]
     results = tmp_path / "results"
     for variant in ("none", "after_embedding"):
         out = run_dir(results / "runs", "listops", variant, "h1", "base", 0)
         out.mkdir(parents=True)
         (out / "metrics.json").write_text(
-            json.dumps({**metrics, "variant": variant, "median_step_time_s": 0.5})
+            json.dumps({**metrics, "variant": variant, "median_step_time_s": 0.5, "wall_time_s": 90.0})
         )
     lines.clear()
     plan = P.make_plan(config, torch.device("cpu"), results=results, progress=lines.append)
     (task,) = plan["tasks"]
-    assert lines == [] and task["step_time_source"] == "runs" and task["step_time_s"] == 0.5
+    assert lines == [] and task["step_time_source"] == "finished+runs" and task["step_time_s"] == 0.5
+    assert task["jobs"] == 4 and task["done"] == 2
     evaluation = 0.5 / 16 * P.EVAL_COST * (2 * 24 + 24)
-    assert task["device_hours"] == pytest.approx(2 * (10 * 0.5 + evaluation) / 3600)
-    assert plan["total"]["wall_clock_hours"] == pytest.approx(task["device_hours"])  # one GPU: in series
+    to_go = 2 * (10 * 0.5 + evaluation) / 3600
+    assert task["device_hours_to_go"] == pytest.approx(to_go)
+    assert task["device_hours"] == pytest.approx(to_go + 2 * 90 / 3600)
+    assert plan["total"]["wall_clock_hours"] == pytest.approx(to_go)  # one GPU: the jobs to go in series
     assert P.make_plan(config, torch.device("cpu"), results=results, gpus=2)["total"][
         "wall_clock_hours"
-    ] == pytest.approx(task["device_hours"] / 2)
+    ] == pytest.approx(to_go / 2)
 
-    # A runtime too short for three attempts (1 + 2 + 3 minutes) is reported as failing.
+    # A runtime too short for three attempts (1 + 2 + 3 minutes) is reported as failing: seed 1 of the
+    # variant whose finished run took 60 s a step (10 steps: 10 minutes).
     config["defaults"]["resources"]["runtime"] = 1
     slow = run_dir(results / "runs", "listops", "none", "h1", "base", 0) / "metrics.json"
-    slow.write_text(json.dumps({**metrics, "median_step_time_s": 60.0}))  # 10 steps: 10 minutes
+    slow.write_text(json.dumps({**metrics, "median_step_time_s": 60.0, "wall_time_s": 600.0}))
     plan = P.make_plan(config, torch.device("cpu"), results=results)
-    assert [job["run"][1] for job in plan["failing_jobs"]] == ["none"]
+    assert [job["run"][1::3] for job in plan["failing_jobs"]] == [["none", 1]]
+
+
+def _finish(results: Path, job: experiment.TrainingJob, wall_s: float) -> None:
+    """A finished run's metrics.json for the job's run, where its rule leaves it."""
+    task, variant, scale, setting, seed = job.run
+    out = run_dir(results / experiment.TRAINING_RULES[job.rule].runs_dir, *job.run)
+    out.mkdir(parents=True, exist_ok=True)
+    metrics = {"task": task, "variant": variant, "scale": scale, "setting": setting, "seed": seed,
+               "median_step_time_s": 0.01, "wall_time_s": wall_s}  # fmt: skip
+    (out / "metrics.json").write_text(json.dumps(metrics))
+
+
+def test_finished_runs_of_every_training_rule_count_at_their_wall_time(tmp_path: Path) -> None:
+    # The demo trains runs of all four rules (LRA, PhysQK-AD's LM, CTA's official classification and
+    # WikiText-103 runs). Once they have finished, the plan says what they took, not their runtime requests:
+    # before, CTA's official and LM runs counted at their runtime ("1.78 h" for a 4.5-minute demo).
+    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(config))
+    loaded = P.load_config(path)
+    jobs = experiment.training_jobs(loaded)
+    assert {job.rule for job in jobs} >= {"train", "lm_train", "cta_official_train", "cta_lm_train"}
+    results = tmp_path / "results"
+    for job in jobs:
+        _finish(results, job, wall_s=3.0)
+    plan = P.make_plan(loaded, torch.device("cpu"), results=results, calibrate_tasks=False)
+    for row in plan["tasks"]:
+        assert (row["step_time_source"], row["done"]) == ("finished", row["jobs"]), row
+        assert row["device_hours"] == pytest.approx(row["jobs"] * 3.0 / 3600)
+    total = plan["total"]
+    assert total["done"] == total["jobs"] == len(jobs)
+    assert total["device_hours"] == pytest.approx(len(jobs) * 3.0 / 3600)
+    assert total["device_hours_to_go"] == 0 and total["wall_clock_hours"] == 0
+
+    # A second seed of CTA's official runs: its jobs are estimated from their cells' finished runs (median
+    # wall time), not at their runtime.
+    official = [job for job in jobs if job.rule == "cta_official_train"]
+    config["cta_official"]["seeds"] = [0, 1]
+    path.write_text(yaml.safe_dump(config))
+    plan = P.make_plan(P.load_config(path), torch.device("cpu"), results=results, calibrate_tasks=False)
+    rows = [row for row in plan["tasks"] if row["rule"] == "cta_official_train"]
+    assert sum(row["jobs"] for row in rows) == 2 * len(official)
+    assert sum(row["done"] for row in rows) == len(official)
+    assert {row["step_time_source"] for row in rows} == {"finished+runs"}
+    assert sum(row["device_hours"] for row in rows) == pytest.approx(2 * len(official) * 3.0 / 3600)
+    assert sum(row["device_hours_to_go"] for row in rows) == pytest.approx(len(official) * 3.0 / 3600)
+
+
+def test_calibrations_are_cached_by_model_and_device(tmp_path: Path) -> None:
+    config = P.load_config(_config(tmp_path))
+    config["grids"]["main"]["tasks"] = ["listops"]
+    cache = tmp_path / "results" / P.CACHE_NAME
+    lines: list[str] = []
+    first = P.make_plan(config, torch.device("cpu"), steps=1, cache=cache, progress=lines.append)
+    assert cache.is_file() and any(line.startswith("calibrating 1 task") for line in lines)
+    lines.clear()
+    again = P.make_plan(config, torch.device("cpu"), steps=1, cache=cache, progress=lines.append)
+    assert lines == [f"calibrations of listops reused from {cache}"]
+    assert again["tasks"][0]["step_time_s"] == first["tasks"][0]["step_time_s"]
+    # Another model is another calibration (the cache keeps both).
+    config["tasks"]["listops"]["model"] = {"d_model": 32}
+    lines.clear()
+    P.make_plan(config, torch.device("cpu"), steps=1, cache=cache, progress=lines.append)
+    assert any(line.startswith("calibrating 1 task") for line in lines)
+    assert len(json.loads(cache.read_text())) == 2
+
+
+def test_gpu_jobs_are_not_timed_on_a_cpu_unless_asked(tmp_path: Path) -> None:
+    # `--device auto` without CUDA: the paper config's GPU jobs count at their runtime at once (timing them
+    # on the CPU took minutes and says nothing of a GPU), and the plan says how to time them.
+    config = P.load_config(_config(tmp_path))
+    config["defaults"]["resources"]["gpu"] = 1
+    lines: list[str] = []
+    plan = P.make_plan(config, torch.device("cpu"), calibrate_gpu_jobs=False, progress=lines.append)
+    assert lines == [] and plan["uncalibrated_gpu_tasks"] == ["listops", "retrieval"]
+    assert {row["step_time_source"] for row in plan["tasks"]} == {"requested"}
 
 
 def test_cli_prints_jobs_wall_clock_sources_and_deviations(
@@ -188,8 +271,31 @@ def test_cli_prints_jobs_wall_clock_sources_and_deviations(
     out = tmp_path / "plan.json"
     assert main(["plan", str(path), "--no-calibration", "--gpus", "2", "--json", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "listops" in printed and "wall-clock on 2 GPUs" in printed and "requested = " in printed
+    assert "listops" in printed and "2 at a time (--gpus 2)" in printed and "requested = " in printed
     assert "deviation: train.length_buckets is on for listops" in printed
     saved = json.loads(out.read_text())
     assert saved["total"]["jobs"] == 4 and saved["gpus"] == 2
     assert saved["other_jobs"]["preprocess"] == 2
+
+
+def test_cli_table_columns_stay_apart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The demo's rules include cta_official_train: every cell of every row is its own column (a rule name
+    # longer than a fixed width once ran into its task: `cta_lm_trainwikitext103`).
+    from pdelra.cli import main
+
+    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    path = tmp_path / "demo.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["plan", str(path), "--no-calibration", "--results", str(tmp_path / "none")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.startswith("rule "))
+    columns = re.split(r"\s{2,}", lines[header].strip())
+    rows = lines[header + 1 : header + 1 + len(experiment.workflow_jobs(P.load_config(path)))]
+    body = [line for line in rows if not line.startswith(("wall-clock", "other jobs"))]
+    assert any(line.startswith("cta_lm_train ") for line in body)
+    for line in body:
+        if line.startswith("total"):
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        assert len(cells) == len(columns), line
+        assert cells[0] in experiment.TRAINING_RULES

@@ -19,20 +19,22 @@ from pdelra.training import device as D
 
 PROFILE = REPO / "profiles" / "workstation"
 
-# Three jobs that reserve the card and one that does not; each records when it ran.
+# Three training jobs that reserve the card, asking for memory as the paper config does (more than the
+# profile's pool), and a diagnose job that does not reserve it; each records when it ran. The rule names are
+# the workflow's, so the profile's set-resources apply to them as to the real rules.
 SNAKEFILE = textwrap.dedent(
     """
     rule all:
         input: expand("times/gpu{i}", i=range(3)), "times/cpu"
 
-    rule gpu_job:
+    rule train:
         output: "times/gpu{i}"
-        resources: gpu=1
+        resources: gpu=1, mem_mb=64000
         shell: "s=$(date +%s.%N); sleep 1; echo $s $(date +%s.%N) > {output}"
 
-    rule cpu_job:
+    rule diagnose:
         output: "times/cpu"
-        resources: gpu=0
+        resources: gpu=0, mem_mb=4000
         shell: "s=$(date +%s.%N); sleep 1; echo $s $(date +%s.%N) > {output}"
     """
 )
@@ -69,11 +71,23 @@ def test_the_workstation_profile_runs_one_gpu_job_at_a_time_and_cpu_jobs_beside_
     (tmp_path / "Snakefile").write_text(SNAKEFILE)
     shutil.copytree(PROFILE, tmp_path / "profiles" / "workstation")
 
-    times = _intervals(tmp_path)  # 4 cores, so only the gpu resource can keep jobs apart
+    times = _intervals(tmp_path)  # 4 cores, so only the gpu and mem_mb resources can keep jobs apart
     gpu = [times[f"gpu{i}"] for i in range(3)]
     assert not any(_overlap(a, b) for i, a in enumerate(gpu) for b in gpu[i + 1 :]), times
-    # The CPU job did not wait for the card (and the overlap test can see jobs that ran at once).
+    # The CPU job waited neither for the card nor for memory: a training job's 64 GB request, capped to the
+    # whole pool, once held all of it (and the overlap test can see jobs that ran at once).
     assert any(_overlap(times["cpu"], a) for a in gpu), times
+
+
+def test_the_workstation_profile_sizes_every_training_rule_below_its_pool() -> None:
+    from pdelra import experiment
+
+    profile = yaml.safe_load((PROFILE / "profile.yaml").read_text())
+    pool = next(int(item.split("=")[1]) for item in profile["resources"] if item.startswith("mem_mb="))
+    memory = {item.split(":")[0]: int(item.split("=")[1]) for item in profile["set-resources"]}
+    # Every single-run training rule (packs are a cluster's) leaves room for a diagnose job (4 GB).
+    assert set(memory) == set(experiment.TRAINING_RULES) - {"train_pack"}
+    assert all(mem + 4000 <= pool for mem in memory.values()), memory
 
 
 # ------------------------------------------------------------------------------------- the no-CUDA refusal

@@ -1,26 +1,35 @@
 """`pdelra plan CONFIG`: what a workflow config will cost before it runs.
 
 The jobs are the workflow's own (pdelra.experiment, the expansion workflow/rules/common.smk uses): every
-training rule's jobs (`train`: the LRA runs of every grid in `run_grids`; `lm_train`: PhysQK-AD's LM), and
-the other jobs (data, diagnostics, tables, report, DVC) counted per rule. Per training rule and task: jobs,
-the planned optimizer steps per job (ceil(n_train / batch_size) × max_epochs, capped by max_steps, with each
-run's own setting: an upper bound, since early stopping may end a run sooner), step time, device-hours, the
-attempts a job needs within its `runtime`, peak memory and whether it needs micro-batching
-(`train.micro_batch_size`) on this device, disk, and padding tokens ÷ real tokens without and with
-length-bucketed batches (`train.length_buckets`). In total: device-hours and the wall-clock on `--gpus N`.
+training rule's jobs (`train`/`train_pack`: the LRA runs of every grid in `run_grids`; `lm_train`: PhysQK-AD's
+LM; `cta_official_train`, `cta_lm_train`: Continuous-Time Attention's own), and the other jobs (data,
+diagnostics, tables, report, DVC) counted per rule. Per training rule and task: jobs, those already finished
+(their metrics.json exists: the workflow will not run them again), the planned optimizer steps per job
+(ceil(n_train / batch_size) × max_epochs, capped by max_steps, with each run's own setting: an upper bound,
+since early stopping may end a run sooner), step time, device-hours in all and still to go, the attempts a
+job needs within its `runtime`, peak memory and whether it needs micro-batching (`train.micro_batch_size`)
+on this device, disk, and padding tokens ÷ real tokens without and with length-bucketed batches
+(`train.length_buckets`). In total: device-hours and the wall-clock of the jobs to go on `--gpus N`.
 
 Where the numbers come from (each is labelled in the output):
 - example counts: the processed data's manifest (`data.processed_dir/{task}/manifest.json`) when present
   (`manifest`), else the config's `data.generate` sizes for generated data (`config`), else the Long Range
   Arena's published split sizes for real data (`published`);
-- step time: the median `median_step_time_s` of finished runs of the same rule, task, variant, scale and
-  setting under `results/{experiment}` (`runs`), else a calibration on this device (`calibrated`): a few
-  timed forward + backward + AdamW steps of the task's baseline model on random tokens at the task's
-  max_length, at the job's batch size or, when that is too slow or does not fit, at a smaller batch scaled
-  up linearly. Every sequence at max_length: an upper bound where batches are trimmed to their longest.
-  Diffusion variants cost 1-6 % more than the baseline (`pdelra bench train-step`), CTA variants more with
-  more pseudo-time steps; the calibration times the baseline only. The LM is not calibrated: without
-  finished LM runs its jobs count at their requested `runtime` (`requested`), a bound, not an estimate;
+- a job's time, best first: its own finished runs' `wall_time_s` (`finished`; a pack's runs side by side:
+  the longest); the finished runs of its grid cell (rule folder, task, variant, scale, setting) under
+  `results/{experiment}` (`runs`: their median `median_step_time_s` × the planned steps, or their median
+  wall time where the steps are unknown, as for the LM and Continuous-Time Attention's own runs); a
+  calibration on this device (`calibrated`, LRA tasks only): a few timed forward + backward + AdamW steps of
+  the task's baseline model on random tokens at the task's max_length, at the job's batch size or, when
+  that is too slow or does not fit, at a smaller batch scaled up linearly; else the job's requested
+  `runtime` (`requested`), a bound, not an estimate. Every calibrated sequence is at max_length: an upper
+  bound where batches are trimmed to their longest. Diffusion variants cost 1-6 % more than the baseline
+  (`pdelra bench train-step`), CTA variants more with more pseudo-time steps; the calibration times the
+  baseline only. Calibrations are kept in `results/{experiment}/plan/calibration.json`, keyed by the task's
+  model, batch and data shape, the code, torch and the device, and reused (`--no-cache`: time afresh).
+  With `--device auto` on a machine without CUDA, the tasks whose jobs ask for a GPU are not timed on the
+  CPU (minutes, and nothing a GPU's time can be read from): they count at their runtime, and the output
+  says how to time them (on a GPU node, or `--device cpu`);
 - evaluation: each epoch evaluates the validation split, at one third of a training step's cost per
   example (forward only), plus one test pass per job;
 - wall-clock: the makespan of a greedy longest-job-first list schedule of the jobs' estimated times on
@@ -99,7 +108,10 @@ def load_config(path: Path) -> dict[str, Any]:
 def task_data(config: Mapping[str, Any], task: str) -> dict[str, Any]:
     """Example counts, vocabulary, classes and max_length of a task, with where the counts came from.
 
-    A task without a manifest and outside the LRA's five (the LM's `lm_{corpus}`) has no counts (None)."""
+    A task outside the config's LRA tasks (the LM's `lm_{corpus}`, Continuous-Time Attention's own) has no
+    counts (None): its jobs are timed by finished runs or counted at their runtime."""
+    if task not in config["tasks"]:
+        return {"counts": None, "source": "-"}
     manifest_file = Path(config["data"]["processed_dir"]) / task / "manifest.json"
     if manifest_file.exists():
         manifest = json.loads(manifest_file.read_text())
@@ -110,8 +122,6 @@ def task_data(config: Mapping[str, Any], task: str) -> dict[str, Any]:
             "max_length": int(manifest["max_length"]),
             "source": "manifest",
         }
-    if task not in config["tasks"]:
-        return {"counts": None, "source": "-"}
     if config["data"].get("source") == "generated":
         from pdelra.data.generate import DEFAULTS
 
@@ -135,25 +145,48 @@ def planned_job_steps(n_train: int, train: Mapping[str, Any]) -> int:
     return planned_steps(math.ceil(n_train / train["batch_size"]), train["max_epochs"], train["max_steps"])
 
 
-RunKey = tuple[str, str, str, str, str]  # (rule, task, variant, scale, setting)
+CellKey = tuple[str, str, str, str, str]  # (runs folder, task, variant, scale, setting)
+RunFile = tuple[str, str, str, str, str, int]  # (runs folder, task, variant, scale, setting, seed)
 
 
-def finished_step_times(results: Path) -> dict[RunKey, float]:
-    """Median step time of finished runs per (rule, task, variant, scale, setting), from metrics.json."""
+def finished_runs(results: Path) -> dict[RunFile, dict[str, float | None]]:
+    """Every finished run of every training rule under `results` (results/{experiment}): its median step time
+    and wall time from its metrics.json (written when the run ends, so the workflow will not train it again),
+    keyed by (runs folder, task, variant, scale, setting, seed)."""
     from pdelra import runs as run_layout
 
-    times: dict[RunKey, list[float]] = defaultdict(list)
-    for rule, spec in experiment.TRAINING_RULES.items():
-        root = results / spec.runs_dir
+    out: dict[RunFile, dict[str, float | None]] = {}
+    for runs_dir in sorted({spec.runs_dir for spec in experiment.TRAINING_RULES.values()}):
+        root = results / runs_dir
         for path in run_layout.find_run_files(root) if root.is_dir() else []:
             try:
                 metrics = json.loads(path.read_text())
-                step_s = float(metrics["median_step_time_s"])
-                key = (rule, *(str(metrics[k]) for k in ("task", "variant", "scale", "setting")))
+                key = (runs_dir, *(str(metrics[k]) for k in ("task", "variant", "scale", "setting")))
+                key += (int(metrics["seed"]),)
             except (OSError, ValueError, KeyError, TypeError):
-                continue  # unreadable, unfinished or without timings: not evidence
-            times[key].append(step_s)  # type: ignore[index]
-    return {key: statistics.median(values) for key, values in times.items()}
+                continue  # unreadable or not a run's metrics: not evidence
+            out[key] = {  # type: ignore[index]
+                "step_s": _positive(metrics.get("median_step_time_s")),
+                "wall_s": _positive(metrics.get("wall_time_s")),
+            }
+    return out
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, int | float) and value > 0 else None
+
+
+def cell_medians(finished: Mapping[RunFile, Mapping[str, float | None]]) -> dict[CellKey, dict[str, float]]:
+    """Median step time and wall time of the finished runs of each grid cell (every seed): the estimate for
+    the cell's runs that have not run yet."""
+    values: dict[CellKey, dict[str, list[float]]] = defaultdict(lambda: {"step_s": [], "wall_s": []})
+    for key, times in finished.items():
+        for name in ("step_s", "wall_s"):
+            if times[name] is not None:
+                values[key[:5]][name].append(times[name])  # type: ignore[arg-type]
+    return {
+        cell: {name: statistics.median(v) for name, v in lists.items() if v} for cell, lists in values.items()
+    }
 
 
 def padding_ratios(
@@ -282,6 +315,64 @@ def calibrate(
     }
 
 
+# The sources a calibration exercises (besides calibrate and _time_steps themselves): an edit of one of them
+# times the model again.
+CALIBRATED_SOURCES = ("model.py", "ops.py", "fused.py")
+CACHE_NAME = "plan/calibration.json"  # under results/{experiment}
+
+
+def calibration_key(
+    task: str,
+    data: Mapping[str, Any],
+    model_cfg: Mapping[str, Any],
+    batch_size: int,
+    device: Any,
+    steps: int,
+    max_calibration_batch: int | None,
+) -> str:
+    """What a calibration depends on, hashed: the task's model, batch and data shape, the timed steps and
+    probe batch, the code (CALIBRATED_SOURCES and the timing functions), torch and the device (its name; on
+    CPU also its threads)."""
+    import hashlib
+    import inspect
+    import platform
+
+    import torch
+
+    code = hashlib.sha256()
+    for name in CALIBRATED_SOURCES:
+        code.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes())
+    for function in (calibrate, _time_steps):
+        code.update(inspect.getsource(function).encode())
+    if device.type == "cuda":
+        where = torch.cuda.get_device_name(device)
+    else:
+        where = f"{device.type} {platform.machine()} {platform.processor()} threads={torch.get_num_threads()}"
+    identity = {
+        "task": task,
+        "data": {k: data.get(k) for k in ("vocab_size", "num_classes", "max_length")},
+        "model": dict(model_cfg),
+        "batch_size": batch_size,
+        "steps": steps,
+        "max_calibration_batch": max_calibration_batch,
+        "code": code.hexdigest(),
+        "torch": torch.__version__,
+        "device": where,
+    }
+    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:24]
+
+
+def _read_cache(cache: Path | None) -> dict[str, dict[str, Any]]:
+    """The cached calibrations; none when there is no cache or it cannot be read (it is only a cache)."""
+    if cache is None or not cache.is_file():
+        return {}
+    try:
+        known = json.loads(cache.read_text())
+    except (OSError, ValueError):
+        return {}
+    return known if isinstance(known, dict) else {}
+
+
 def _time_steps(
     model: Any, opt: Any, cfg: Any, batch: int, length: int, device: Any, steps: int
 ) -> tuple[float, int | None]:
@@ -337,39 +428,55 @@ def make_plan(
     gpus: int = 1,
     retries: int = DEFAULT_RETRIES,
     progress: Callable[[str], None] = stderr_progress,
+    cache: Path | None = None,
+    calibrate_gpu_jobs: bool = True,
 ) -> dict[str, Any]:
     """The plan of every job of `config` (see the module's docstring); `progress` gets one line per task
-    calibrated."""
+    calibrated. `cache`: a JSON file of earlier calibrations to reuse and extend (None: calibrate afresh).
+    `calibrate_gpu_jobs` False leaves the tasks whose jobs ask for a GPU uncalibrated (on a CPU their
+    timing would say nothing of a GPU's)."""
     try:
         jobs = experiment.training_jobs(config)
         other = experiment.other_jobs(config)
     except ValueError as err:
         raise PlanError(str(err)) from err
-    finished = finished_step_times(results or Path("results") / config["experiment"])
+    finished = finished_runs(results or Path("results") / config["experiment"])
+    cells = cell_medians(finished)
+    members = _pack_members(config)
     groups: dict[tuple[str, str], list[experiment.TrainingJob]] = defaultdict(list)
     for job in jobs:
         groups[(job.rule, job.task)].append(job)
-    untimed = sorted(
-        {job.task for job in jobs if job.rule in ("train", "train_pack") and _run_key(job) not in finished}
-    )  # the LRA tasks with a job no finished run times: only these are calibrated
+    # The LRA tasks with a job that no finished run times: only these are calibrated.
+    untimed = {job.task for job in jobs if job.rule in LRA_RULES and _cell(job) not in cells}
+    skipped = sorted(t for t in untimed if not calibrate_gpu_jobs and _task_gpus(config, t) > 0)
     calibrations = (
-        _calibrate_tasks(config, untimed, device, steps, max_calibration_batch, progress)
+        _calibrate_tasks(
+            config, sorted(untimed - set(skipped)), device, steps, max_calibration_batch, progress, cache
+        )
         if calibrate_tasks
         else {}
     )
     rows, schedule, failing = [], [], []
     for (rule, task), group in groups.items():
         data = task_data(config, task)
-        estimates = [_job_estimate(job, data, finished, calibrations.get(task), retries) for job in group]
-        schedule += [(e["seconds"], job.gpus) for e, job in zip(estimates, group, strict=True)]
+        estimates = [
+            _job_estimate(job, data, _own_runs(job, members, finished), cells.get(_cell(job)),
+                          calibrations.get(task), retries)
+            for job in group
+        ]  # fmt: skip
+        schedule += [
+            (e["seconds"], job.gpus) for e, job in zip(estimates, group, strict=True) if not e["done"]
+        ]
         failing += [job for e, job in zip(estimates, group, strict=True) if e["attempts"] is None]
         rows.append(_row(config, rule, task, group, data, estimates, calibrations.get(task)))
     total = {
         "jobs": len(jobs),
+        "done": sum(r["done"] for r in rows),
         "steps": _sum_or_none(r["steps"] for r in rows),
         "device_hours": sum(r["device_hours"] for r in rows),
-        "device_hours_source": "+".join(sorted({r["step_time_source"] for r in rows})),
-        "wall_clock_hours": makespan(schedule, gpus) / 3600,
+        "device_hours_to_go": sum(r["device_hours_to_go"] for r in rows),
+        "device_hours_source": "+".join(sorted({s for r in rows for s in r["step_time_source"].split("+")})),
+        "wall_clock_hours": makespan(schedule, gpus) / 3600,  # of the jobs still to run
         "disk_bytes": _sum_or_none(r["disk_bytes"] for r in rows),
     }
     return {
@@ -380,13 +487,37 @@ def make_plan(
         "total": total,
         "other_jobs": other,
         "failing_jobs": [{"rule": job.rule, "run": list(job.run)} for job in failing],
+        "uncalibrated_gpu_tasks": skipped if calibrate_tasks else [],
         "deviations": _deviations(jobs),
     }
 
 
-def _run_key(job: experiment.TrainingJob) -> RunKey:
+LRA_RULES = ("train", "train_pack")  # the rules whose tasks calibration can time (the LRA classifier)
+
+
+def _task_gpus(config: Mapping[str, Any], task: str) -> int:
+    return int(experiment.merged(config, "resources", task)["gpu"])
+
+
+def _cell(job: experiment.TrainingJob) -> CellKey:
     task, variant, scale, setting, _ = job.run
-    return (job.rule, task, variant, scale, setting)
+    return (experiment.TRAINING_RULES[job.rule].runs_dir, task, variant, scale, setting)
+
+
+def _pack_members(config: Mapping[str, Any]) -> dict[tuple[str, str, str, str, int], tuple[int, ...]]:
+    """{first run of a pack: the seeds of its pack} (a train_pack job names its first run only)."""
+    return {(*cell, seeds[0]): seeds for *cell, seeds in experiment.run_packs(config)}  # type: ignore[misc]
+
+
+def _own_runs(
+    job: experiment.TrainingJob,
+    members: Mapping[tuple[str, str, str, str, int], tuple[int, ...]],
+    finished: Mapping[RunFile, Mapping[str, float | None]],
+) -> list[Mapping[str, float | None]] | None:
+    """The finished metrics of every run the job trains, or None while one of them is unfinished."""
+    seeds = members.get(job.run, (job.run[4],)) if job.rule == "train_pack" else (job.run[4],)
+    own = [finished.get((*_cell(job), int(seed))) for seed in seeds]
+    return None if any(times is None for times in own) else own  # type: ignore[return-value]
 
 
 def _calibrate_tasks(
@@ -396,11 +527,28 @@ def _calibrate_tasks(
     steps: int,
     max_calibration_batch: int | None,
     progress: Callable[[str], None],
+    cache: Path | None = None,
 ) -> dict[str, dict[str, Any]]:
-    if tasks:
-        progress(f"calibrating {len(tasks)} task(s) on {device}: {steps} timed steps each, after one warm-up")
-    started, out = time.monotonic(), {}
-    for number, task in enumerate(tasks, start=1):
+    """{task: calibration}: each task's from `cache` when an earlier plan timed the same model, batch, data
+    shape, code and device, else timed now (and added to the cache)."""
+    known = _read_cache(cache)
+    keys, out = {}, {}
+    for task in tasks:
+        model_cfg = experiment.merged(config, "model", task)
+        batch = experiment.merged(config, "train", task)["batch_size"]
+        keys[task] = calibration_key(task, task_data(config, task), model_cfg, batch, device, steps,
+                                     max_calibration_batch)  # fmt: skip
+        if keys[task] in known:
+            out[task] = known[keys[task]]
+    todo = [task for task in tasks if task not in out]
+    if out:
+        progress(f"calibrations of {', '.join(sorted(out))} reused from {cache}")
+    if todo:
+        progress(
+            f"calibrating {len(todo)} task(s) on {device}: {steps} timed step(s) each, after one warm-up"
+        )
+    started = time.monotonic()
+    for number, task in enumerate(todo, start=1):
         model_cfg = experiment.merged(config, "model", task)
         batch = experiment.merged(config, "train", task)["batch_size"]
         fused = bool(model_cfg.get("fused_diffusion", True))
@@ -410,39 +558,62 @@ def _calibrate_tasks(
         elapsed = time.monotonic() - started
         progress(
             f"  {task}: {out[task]['step_s']:.3f} s/step at batch {batch} (timed at "
-            f"{out[task]['measured_batch']}) [{number}/{len(tasks)}, {elapsed:.0f} s elapsed]"
+            f"{out[task]['measured_batch']}) [{number}/{len(todo)}, {elapsed:.0f} s elapsed]"
         )
+    if cache is not None and todo:
+        write_json_atomic(cache, {**known, **{keys[task]: out[task] for task in todo}})
     return out
 
 
 def _job_estimate(
     job: experiment.TrainingJob,
     data: Mapping[str, Any],
-    finished: Mapping[RunKey, float],
+    own: list[Mapping[str, float | None]] | None,
+    cell: Mapping[str, float] | None,
     calibration: Mapping[str, Any] | None,
     retries: int,
 ) -> dict[str, Any]:
-    """One job's planned steps, step time and its source, seconds, device seconds and attempts."""
+    """One job's planned steps, step time and its source, seconds, device seconds, attempts, and whether it
+    is done. Sources, best first: the job's own finished runs (`finished`: their wall time, side by side in a
+    pack); the finished runs of its grid cell (`runs`: their median step time x the planned steps, or their
+    median wall time where the steps are unknown); the calibration (`calibrated`); its runtime
+    (`requested`, a bound)."""
     train, counts = job.config["train"], data["counts"]
     steps = None if counts is None else planned_job_steps(counts["train"], train)
-    step_s, source = finished.get(_run_key(job)), "runs"
-    if step_s is None and calibration is not None:
+    if own is not None and all(times["wall_s"] is not None for times in own):
+        seconds = max(times["wall_s"] for times in own)  # type: ignore[type-var]
+        step_times = [times["step_s"] for times in own if times["step_s"] is not None]
+        return {
+            "steps": steps,
+            "step_s": statistics.median(step_times) if step_times else None,
+            "source": "finished",
+            "seconds": seconds,
+            "attempts": attempts_needed(seconds, job.runtime_min, retries) or retries + 1,
+            "done": True,
+        }
+    step_s, source, seconds = None, "requested", None
+    if cell is not None and steps is not None and "step_s" in cell:
+        step_s, source = cell["step_s"], "runs"
+    elif cell is not None and "wall_s" in cell:
+        seconds, source = cell["wall_s"] * job.runs, "runs"
+    elif calibration is not None and steps is not None:
         step_s, source = calibration["step_s"] / calibration["batch_size"] * train["batch_size"], "calibrated"
-    if steps is None or step_s is None:
-        seconds, source = job.runtime_min * 60.0, "requested"  # a bound, not an estimate
-    else:
+    if step_s is not None:
         epochs = min(train["max_epochs"], math.ceil(steps / math.ceil(counts["train"] / train["batch_size"])))
         per_example = step_s / train["batch_size"]
         seconds = steps * step_s + per_example * EVAL_COST * (epochs * counts["val"] + counts["test"])
         # A packed job's runs share its GPU: until benchmarks/gpu_check.sh measures what that gains,
         # the plan assumes nothing (the runs' times add up), a bound its runtime request must also meet.
         seconds *= job.runs
+    if seconds is None:
+        seconds = job.runtime_min * 60.0  # a bound, not an estimate
     return {
         "steps": steps,
-        "step_s": None if source == "requested" else step_s,
+        "step_s": step_s,
         "source": source,
         "seconds": time_used(seconds, job.runtime_min, retries),
         "attempts": attempts_needed(seconds, job.runtime_min, retries),
+        "done": own is not None,
     }
 
 
@@ -469,6 +640,7 @@ def _row(
         "rule": rule,
         "task": task,
         "jobs": len(group),
+        "done": sum(e["done"] for e in estimates),  # finished: the workflow will not run them again
         "n_train": None if data["counts"] is None else data["counts"]["train"],
         "counts_source": data["source"],
         "batch_size": train["batch_size"],
@@ -477,6 +649,10 @@ def _row(
         "step_time_s": statistics.median(step_times) if step_times else None,
         "step_time_source": "+".join(sorted({e["source"] for e in estimates})),
         "device_hours": sum(e["seconds"] * max(job.gpus, 1) for e, job in zip(estimates, group, strict=True))
+        / 3600,
+        "device_hours_to_go": sum(
+            e["seconds"] * max(job.gpus, 1) for e, job in zip(estimates, group, strict=True) if not e["done"]
+        )
         / 3600,
         "runtime_min": group[0].runtime_min,
         "max_attempts": None if None in attempts else max(attempts, default=None),
@@ -538,62 +714,109 @@ def _fmt_bytes(n: float | None) -> str:
     return f"{n:.1f} TB"
 
 
+def _hours(hours: float) -> str:
+    return f"{hours:,.0f}" if hours >= 100 else f"{hours:.3g}"
+
+
 def _fmt(value: Any, spec: str = "") -> str:
     return "-" if value is None else format(value, spec)
 
 
 SOURCES = (
     "from: manifest = the processed data's counts; config = data.generate sizes; published = the LRA's "
-    "split sizes.\ntime from: runs = median step time of finished runs; calibrated = timed here on {device} "
-    "(baseline model, every sequence at max_length); requested = the job's runtime (no estimate: not "
-    "calibrated)."
+    "split sizes.\ntime from: finished = the job's own finished runs (their wall time; not run again); "
+    "runs = the finished runs of the job's grid cell (median step time x planned steps, or median wall "
+    "time); calibrated = timed here on {device} (baseline model, every sequence at max_length: an upper "
+    "bound); requested = the job's runtime (a bound, not an estimate)."
 )
 
 
-def print_plan(plan: Mapping[str, Any]) -> None:
-    gpus = plan["gpus"]
-    print(
-        f"plan on {plan['device']}: {plan['total']['jobs']} training jobs; steps are upper bounds (early "
-        f"stopping may end runs sooner); runtime retries {plan['retries']} (attempt n asks for n x runtime)"
-    )
-    print(
-        f"{'rule':<9}{'task':<11}{'jobs':>5}{'n_train':>9} {'from':<10}{'steps/job':>10}{'steps':>10}"
-        f"{'s/step':>9} {'time from':<17}{'dev-hours':>10}{'attempts':>9}{'peak mem':>10}{'micro':>6}"
-        f"{'disk':>10}  padding: plain -> bucketed"
-    )
+def plan_table(plan: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The per-rule-and-task rows of a plan as display strings, with a total row."""
+    rows = []
     for t in plan["tasks"]:
         micro = (
             "-"
             if t["needs_micro_batching"] is None
             else (str(t["suggested_micro_batch_size"]) if t["needs_micro_batching"] else "no")
         )
-        attempts = f"{t['failing_jobs']} fail" if t["failing_jobs"] else _fmt(t["max_attempts"])
         padding = (
             "-"
             if t["padding_ratio"] is None
-            else f"{t['padding_ratio']:.2f} -> {t['padding_ratio_bucketed']:.2f} "
-            f"({t['length_buckets']} buckets)"
+            else f"{t['padding_ratio']:.2f} -> {t['padding_ratio_bucketed']:.2f} ({t['length_buckets']})"
         )
-        print(
-            f"{t['rule']:<9}{t['task']:<11}{t['jobs']:>5}{_fmt(t['n_train']):>9} {t['counts_source']:<10}"
-            f"{_fmt(t['steps_per_job']):>10}{_fmt(t['steps']):>10}{_fmt(t['step_time_s'], '.3f'):>9} "
-            f"{t['step_time_source']:<17}{t['device_hours']:>10.3g}{attempts:>9}"
-            f"{_fmt_bytes(t['peak_memory_bytes']):>10}{micro:>6}{_fmt_bytes(t['disk_bytes']):>10}  {padding}"
-        )
+        rows.append({
+            "rule": t["rule"],
+            "task": t["task"],
+            "jobs": str(t["jobs"]),
+            "done": str(t["done"]),
+            "n_train": _fmt(t["n_train"]),
+            "from": t["counts_source"],
+            "steps/job": _fmt(t["steps_per_job"]),
+            "s/step": _fmt(t["step_time_s"], ".3f"),
+            "time from": t["step_time_source"],
+            "device-h": _hours(t["device_hours"]),
+            "to go": _hours(t["device_hours_to_go"]),
+            "attempts": f"{t['failing_jobs']} fail" if t["failing_jobs"] else _fmt(t["max_attempts"]),
+            "peak mem": _fmt_bytes(t["peak_memory_bytes"]),
+            "micro": micro,
+            "disk": _fmt_bytes(t["disk_bytes"]),
+            "padding (buckets)": padding,
+        })  # fmt: skip
     total = plan["total"]
+    rows.append({
+        "rule": "total", "task": "", "jobs": str(total["jobs"]), "done": str(total["done"]),
+        "time from": total["device_hours_source"], "device-h": _hours(total["device_hours"]),
+        "to go": _hours(total["device_hours_to_go"]), "disk": _fmt_bytes(total["disk_bytes"]),
+    })  # fmt: skip
+    return rows
+
+
+TEXT_COLUMNS = ("rule", "task", "from", "time from", "padding (buckets)")  # aligned left; numbers right
+
+
+def format_table(rows: list[dict[str, str]]) -> str:
+    """Rows as fixed-width columns, two spaces apart, each as wide as its widest cell or heading."""
+    columns = list(rows[0])
+    widths = {col: max(len(col), *(len(row.get(col, "")) for row in rows)) for col in columns}
+
+    def line(cells: Mapping[str, str]) -> str:
+        return "  ".join(
+            cells.get(col, "").ljust(widths[col])
+            if col in TEXT_COLUMNS
+            else cells.get(col, "").rjust(widths[col])
+            for col in columns
+        ).rstrip()
+
+    return "\n".join([line({col: col for col in columns}), *map(line, rows)])
+
+
+def print_plan(plan: Mapping[str, Any], title: str = "plan") -> None:
+    gpus, total = plan["gpus"], plan["total"]
+    other = sum(plan["other_jobs"].values())
+    if "calibrated" in total["device_hours_source"]:
+        title += f" (calibrated on {plan['device']})"
     print(
-        f"{'total':<20}{total['jobs']:>5}{'':>9} {'':<10}{'':>10}{_fmt(total['steps']):>10}{'':>9} "
-        f"{total['device_hours_source']:<17}{total['device_hours']:>10.3g}{'':>9}{'':>10}{'':>6}"
-        f"{_fmt_bytes(total['disk_bytes']):>10}"
+        f"{title}: {total['jobs']} training jobs ({total['done']} finished) and {other} other jobs; steps "
+        f"are upper bounds (early stopping may end runs sooner); retries {plan['retries']} (attempt n asks "
+        "for n x runtime)"
+    )
+    print(format_table(plan_table(plan)))
+    print(
+        f"wall-clock of the {total['jobs'] - total['done']} training jobs to go, {gpus} at a time (--gpus "
+        f"{gpus}): {_hours(total['wall_clock_hours'])} h (a greedy longest-job-first schedule of their times "
+        "above; queueing and data preparation not included)"
     )
     print(
-        f"wall-clock on {gpus} GPU{'s' if gpus > 1 else ''} ({gpus} training job{'s' if gpus > 1 else ''} "
-        f"at a time): {total['wall_clock_hours']:.3g} h (makespan of "
-        "a greedy longest-job-first list schedule of the jobs' times above; queueing and data preparation "
-        "not included)"
+        "other jobs (data, diagnostics, tables, report, DVC): "
+        + ", ".join(f"{rule} {count}" for rule, count in plan["other_jobs"].items())
     )
-    other = ", ".join(f"{rule} {count}" for rule, count in plan["other_jobs"].items())
-    print(f"other jobs (CPU; data, diagnostics, tables, report, DVC): {other}")
+    if plan.get("uncalibrated_gpu_tasks"):
+        print(
+            f"not calibrated: {', '.join(plan['uncalibrated_gpu_tasks'])} (their jobs ask for a GPU and this "
+            "machine has none: they count at their runtime; run the plan on a GPU node, e.g. `srun --gpus 1 "
+            "pdelra plan ...`, or pass --device cpu to time them on this CPU)"
+        )
     if plan["failing_jobs"]:
         print(
             f"warning: {len(plan['failing_jobs'])} job(s) need more than {plan['retries'] + 1} attempts of "
@@ -616,9 +839,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("config", type=Path, help="workflow config (e.g. config/config.yaml)")
-    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
+    add_cost_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the cost plan (the default action of `pdelra plan`)."""
     parser.add_argument(
-        "--gpus", type=int, default=1, help="GPUs the training jobs share, for the wall-clock"
+        "--device",
+        default="auto",
+        help="where to calibrate: cuda, cpu, or auto (cuda when available; without it the tasks whose jobs "
+        "ask for a GPU are not timed on the CPU)",
+    )
+    parser.add_argument(
+        "--gpus", type=int, default=1, help="training jobs at a time (GPUs they share), for the wall-clock"
     )
     parser.add_argument(
         "--retries",
@@ -628,23 +862,35 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         f"{DEFAULT_RETRIES})",
     )
     parser.add_argument(
-        "--steps", type=int, default=3, help="timed calibration steps per task (after one warm-up)"
+        "--steps",
+        type=int,
+        default=None,
+        help="timed calibration steps per task, after one warm-up (default: 3 on a GPU, 1 on the CPU)",
     )
     parser.add_argument(
         "--max-calibration-batch",
         type=int,
         default=None,
-        help="time at most this many examples per step, scaled up linearly (default: 8 on CPU, all on GPU)",
+        help="time at most this many examples per step, scaled up linearly (default: 1 on the CPU, all on "
+        "a GPU)",
     )
     parser.add_argument(
         "--no-calibration", action="store_true", help="jobs and steps only (and finished runs' times)"
     )
     parser.add_argument(
-        "--results", type=Path, default=None, help="results/{experiment} folder with finished runs"
+        "--results",
+        type=Path,
+        default=None,
+        help="results/{experiment} folder with finished runs (default: that of the config's experiment)",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help=f"calibrate afresh (default: reuse the calibrations in RESULTS/{CACHE_NAME} made with the "
+        "same model, batch, code, torch and device, and add new ones to it)",
     )
     parser.add_argument("--threads", type=int, default=None, help="torch threads for the CPU calibration")
     parser.add_argument("--json", type=Path, default=None, help="also write the plan to this JSON file")
-    parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -655,24 +901,31 @@ def run(args: argparse.Namespace) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     name = args.device
+    # auto on a machine without CUDA: timing a GPU job's model on the CPU takes minutes and says nothing of
+    # the GPU, so those tasks count at their runtime (the output says how to time them).
+    calibrate_gpu_jobs = name != "auto" or torch.cuda.is_available()
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(name)
+    on_cpu = device.type == "cpu"
     max_batch = args.max_calibration_batch
-    if max_batch is None and device.type == "cpu":
-        max_batch = 8
+    if max_batch is None and on_cpu:
+        max_batch = 1
     config = load_config(args.config)
+    results = args.results or Path("results") / config["experiment"]
     plan = make_plan(
         config,
         device,
-        steps=args.steps,
+        steps=args.steps if args.steps is not None else (1 if on_cpu else 3),
         max_calibration_batch=max_batch,
-        results=args.results,
+        results=results,
         calibrate_tasks=not args.no_calibration,
         gpus=args.gpus,
         retries=slurm_retries() if args.retries is None else args.retries,
+        cache=None if args.no_cache else results / CACHE_NAME,
+        calibrate_gpu_jobs=calibrate_gpu_jobs,
     )
-    print_plan(plan)
+    print_plan(plan, title=f"plan of {args.config}")
     if args.json is not None:
         write_json_atomic(args.json, plan)
     return 0

@@ -2,6 +2,7 @@
 
 import inspect
 import json
+import os
 import re
 import subprocess
 import sys
@@ -85,10 +86,16 @@ RUN_PATTERN = run_layout.RUN_PATTERN  # {task}/{variant}/{scale}/{setting}/seed{
 
 
 def run_dir(task, variant, scale, setting, seed):
-    return str(run_layout.run_dir(f"{RESULTS}/runs", task, variant, scale, setting, seed))
+    """A run's folder, as pdelra.runs.run_dir gives it (its RUN_PATTERN; a string, not a Path: this runs for
+    every file of every diagnose and aggregate job)."""
+    fields = {"task": task, "variant": variant, "scale": scale, "setting": setting, "seed": int(seed)}
+    return f"{RESULTS}/runs/{RUN_PATTERN.format(**fields)}"
 
 
-def all_metrics():
+def all_metrics(wildcards):
+    """Input function: every LRA run's metrics.json. A function, not a list. For each file of a named
+    list input, Snakemake hashes the whole list again while it looks for the job that makes the file, which
+    is quadratic (50 s of a 10,000-run dry run); a function's files are looked up by the function."""
     return [f"{run_dir(*run)}/metrics.json" for run in RUNS]
 
 
@@ -245,8 +252,9 @@ def aggregate_extra_args(inputs):
 
 
 def parent_dir(path):
-    """The folder of a declared input/output: for params, so no path prefix is hard-coded twice."""
-    return str(Path(path).parent)
+    """The folder of a declared input/output: for params, so no path prefix is hard-coded twice. (os.path,
+    not pathlib: it runs for every job of the DAG.)"""
+    return os.path.dirname(os.path.normpath(path)) or "."
 
 
 def manifest(task):

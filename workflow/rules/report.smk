@@ -7,7 +7,7 @@ rule aggregate:
     and claims.csv. The report only displays them."""
     localrule: True
     input:
-        metrics=all_metrics(),
+        metrics=all_metrics,
         diagnostics=rules.diagnostics_table.output,
         lm=LM_TABLES,  # PhysQK-AD's LM (workflow/rules/lm.smk); none without an `lm` section
         cta_official=CTA_OFFICIAL_TABLES,  # workflow/rules/cta_official.smk; none without the section

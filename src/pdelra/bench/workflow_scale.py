@@ -1,13 +1,18 @@
 """The workflow at a hundred times the paper's grid: DAG build and aggregation over >= 10,000 runs.
 
-Measures (each in its own process; wall time and that process's peak RSS):
+Measures (each in its own process; wall time, CPU time and that process's peak RSS):
   dry_run      `snakemake -n` on the paper config with one grid widened to every variant x scale x enough
-               seeds for --runs training jobs (data.source real: nothing is downloaded in a dry run);
+               seeds for --runs training jobs (data.source real: nothing is downloaded in a dry run), and
+               again at --small-runs (default a quarter), so that the growth shows: `dry_run_growth` gives
+               the ratio of the times beside the ratio of the jobs, and the exponent k of time ∝ jobs^k
+               (linear: k <= 1, less with the fixed start-up; quadratic: near 2);
   aggregate    `pdelra aggregate --runs DIR` over as many generated metrics.json files (50 epochs of history
                with alpha of 6 layers each, like real ones);
   longest_command  the longest shell command the dry run prints, against Linux's 128 KiB limit on one
                argument (a rule passing every run's path on its command line would fail past it).
-Goals on 2 cores: dry run < 30 s; aggregate < 30 s and < 2 GB. Prints one JSON object (also --json-out).
+Goals on 2 cores: dry run of --runs < 30 s; aggregate < 30 s and < 2 GB. On a shared machine compare
+`cpu_s` (the child's user + system time), which other load does not inflate as it does `wall_s`.
+Prints one JSON object (also --json-out).
 Not part of the test suite; run from the repository root (or give --workflow).
 """
 
@@ -41,6 +46,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--workflow", type=Path, default=Path.cwd(), help="repository root with the Snakefile (cwd)"
     )
+    parser.add_argument(
+        "--small-runs",
+        type=positive_int,
+        default=None,
+        help="the second, smaller grid of the dry run, for its growth (default: a quarter of --runs)",
+    )
     parser.add_argument("--skip-dry-run", action="store_true", help="only measure aggregation")
     parser.add_argument("--skip-aggregate", action="store_true", help="only measure the DAG")
     parser.add_argument("--json-out", type=Path, help="also write the JSON result here")
@@ -51,12 +62,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 # (large) process, the peak would include the copy of this process that exists between fork and exec.
 _WRAPPER = (
     "import json, resource, subprocess, sys; status = subprocess.run(sys.argv[1:]).returncode; "
-    "print(json.dumps([status, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss]), file=sys.stderr)"
+    "usage = resource.getrusage(resource.RUSAGE_CHILDREN); "
+    "print(json.dumps([status, usage.ru_maxrss, usage.ru_utime + usage.ru_stime]), file=sys.stderr)"
 )
 
 
 def _timed(command: list[str], cwd: Path) -> dict[str, Any]:
-    """Run `command`; its wall time, exit status, peak RSS (KiB → MB) and output (stdout + stderr)."""
+    """Run `command`; its wall time, CPU time (user + system), exit status, peak RSS (KiB → MB) and output
+    (stdout + stderr)."""
     env = {
         **os.environ,
         "OMP_NUM_THREADS": "1",
@@ -67,9 +80,9 @@ def _timed(command: list[str], cwd: Path) -> dict[str, Any]:
                           capture_output=True, text=True)  # fmt: skip
     wall = time.perf_counter() - start
     *rest, last = proc.stderr.rstrip("\n").split("\n")
-    status, peak_kb = json.loads(last)
-    return {"wall_s": round(wall, 2), "status": status, "peak_rss_mb": round(peak_kb / 1024, 1),
-            "output": proc.stdout + "\n".join(rest)}  # fmt: skip
+    status, peak_kb, cpu = json.loads(last)
+    return {"wall_s": round(wall, 2), "cpu_s": round(cpu, 2), "status": status,
+            "peak_rss_mb": round(peak_kb / 1024, 1), "output": proc.stdout + "\n".join(rest)}  # fmt: skip
 
 
 def _job_counts(text: str) -> dict[str, int]:
@@ -129,8 +142,21 @@ def dry_run(repo: Path, work: Path, runs: int) -> dict[str, Any]:
         result["error"] = output[-2000:]
     quiet = _timed([snakemake, "-n", "--quiet", "--workflow-profile", "workflow/profiles/default"], work)
     quiet.pop("output")
-    result["quiet_wall_s"] = quiet["wall_s"]
+    result["quiet_wall_s"], result["quiet_cpu_s"] = quiet["wall_s"], quiet["cpu_s"]
     return result
+
+
+def growth(small: dict[str, Any], large: dict[str, Any]) -> dict[str, Any]:
+    """How the dry run's time grows with its jobs between the two grids: linear when the time ratio is about
+    the jobs ratio (less, with a fixed start-up), quadratic near its square."""
+    jobs = large["jobs"]["total"] / small["jobs"]["total"]
+    out: dict[str, Any] = {"jobs_ratio": round(jobs, 2)}
+    for key in ("wall_s", "cpu_s"):
+        ratio = large[key] / small[key]
+        out[f"{key.removesuffix('_s')}_ratio"] = round(ratio, 2)
+        # the exponent k of time ∝ jobs^k between the two sizes: 1 linear, 2 quadratic
+        out[f"{key.removesuffix('_s')}_exponent"] = round(math.log(ratio) / math.log(jobs), 2)
+    return out
 
 
 def _metrics(task: str, variant: str, scale: str, seed: int, rng: random.Random) -> dict[str, Any]:
@@ -202,16 +228,22 @@ def run(args: argparse.Namespace) -> int:
         work = args.keep or Path(name)
         work.mkdir(parents=True, exist_ok=True)
         # Each measurement in a fresh child of its own, so RUSAGE_CHILDREN's peak is that child's.
-        for key, skip in (("dry_run", args.skip_dry_run), ("aggregate", args.skip_aggregate)):
-            if skip:
-                continue
-            child = [sys.executable, "-m", "pdelra.bench.workflow_scale", f"--only={key}",
-                     f"--runs={args.runs}", f"--workflow={repo}", f"--work={work / key}"]  # fmt: skip
+        small = args.small_runs or max(1, args.runs // 4)
+        measurements = [("dry_run_small", "dry_run", small), ("dry_run", "dry_run", args.runs)]
+        measurements = [] if args.skip_dry_run else measurements
+        measurements += [] if args.skip_aggregate else [("aggregate", "aggregate", args.runs)]
+        for key, only, runs in measurements:
+            child = [sys.executable, "-m", "pdelra.bench.workflow_scale", f"--only={only}",
+                     f"--runs={runs}", f"--workflow={repo}", f"--work={work / key}"]  # fmt: skip
+            print(f"{key}: {runs} runs ...", file=sys.stderr, flush=True)
             proc = subprocess.run(child, capture_output=True, text=True)
             if proc.returncode != 0:
                 result[key] = {"error": proc.stderr[-2000:]}
             else:
                 result[key] = json.loads(proc.stdout)
+        if all("jobs" in result.get(key, {}) for key in ("dry_run_small", "dry_run")):
+            result["dry_run_growth"] = growth(result["dry_run_small"], result["dry_run"])
+    result["loadavg_after"] = os.getloadavg()
     result["met"] = {
         "dry_run_s": result.get("dry_run", {}).get("wall_s", math.inf) < GOALS["dry_run_s"],
         "aggregate_s": result.get("aggregate", {}).get("wall_s", math.inf) < GOALS["aggregate_s"],
