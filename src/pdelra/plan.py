@@ -891,6 +891,21 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--threads", type=int, default=None, help="torch threads for the CPU calibration")
     parser.add_argument("--json", type=Path, default=None, help="also write the plan to this JSON file")
+    parser.add_argument(
+        "--power",
+        action="store_true",
+        help="also: the seeds each paper claim needs for 80 %% power at the paper's effect (at its planned "
+        "Holm level), from a pilot's spread (--tables) or the paper's Table 15, and what 3-20 seeds cost in "
+        "GPU-hours of the LRA training jobs (pdelra.results.seeds)",
+    )
+    parser.add_argument(
+        "--tables",
+        type=Path,
+        default=None,
+        metavar="PILOT",
+        help="with --power: a pilot's tables folder (its runs.csv): each task's run-to-run spread from its "
+        "runs where they make a usable design, else Table 15's",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -926,6 +941,44 @@ def run(args: argparse.Namespace) -> int:
         calibrate_gpu_jobs=calibrate_gpu_jobs,
     )
     print_plan(plan, title=f"plan of {args.config}")
+    if args.power:
+        print_power(config, plan, args.tables)
+    elif args.tables is not None:
+        raise PlanError("--tables PILOT goes with --power")
     if args.json is not None:
         write_json_atomic(args.json, plan)
     return 0
+
+
+def print_power(config: Mapping[str, Any], plan: Mapping[str, Any], pilot: Path | None) -> None:
+    """The seeds each paper claim needs and what seed counts cost (`pdelra.results.seeds`)."""
+    import pandas as pd
+
+    from pdelra.results import seeds
+
+    runs = None
+    if pilot is not None:
+        runs_csv = pilot / "runs.csv"
+        if not runs_csv.is_file():
+            raise PlanError(f"{runs_csv}: no runs table; give --tables a folder `pdelra aggregate` wrote")
+        runs = pd.read_csv(runs_csv)
+    n_seeds = len({run[4] for run in experiment.lra_runs(config)}) or 1
+    lra_hours = sum(t["device_hours"] for t in plan["tasks"] if t["rule"] in LRA_RULES)
+    hours_per_seed = lra_hours / n_seeds if lra_hours else None
+    table = seeds.seeds_table(runs, seeds=n_seeds)
+    shown = table.assign(
+        paper_effect=table["paper_effect"].map(lambda x: f"{x:+.4f}"),
+        sd_per_seed=table["sd_per_seed"].map(lambda x: f"{x:.4f}"),
+        level=table["level"].map(lambda x: f"{x:.4f}"),
+        **{f"power_at_{n_seeds}": table[f"power_at_{n_seeds}"].map(lambda x: f"{x:.0%}")},
+        seeds_for_80=table["seeds_for_80"].map(lambda x: ">200" if pd.isna(x) else f"{int(x)}"),
+    )
+    print(f"\nseeds each claim needs for 80 % power at the paper's effect ({n_seeds} in this config):")
+    print(shown.to_string(index=False))
+    choices = seeds.choices(table, hours_per_seed)
+    choices["GPU-hours (training)"] = choices["GPU-hours (training)"].map(
+        lambda x: "—" if pd.isna(x) else f"{x:,.0f}"
+    )
+    what = f"this plan's {lra_hours:,.0f} h of LRA training / {n_seeds} seeds"
+    print(f"\nwhat seed counts buy (GPU-hours: {what}):")
+    print(choices.to_string(index=False))
