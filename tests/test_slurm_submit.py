@@ -90,7 +90,7 @@ def _plain_stub(name: str, answer: str) -> str:
     )
 
 
-def _write_stubs(bin_dir: Path) -> None:
+def _write_stubs(bin_dir: Path, partitions: str = PARTITIONS, config: str = CONFIG) -> None:
     bin_dir.mkdir(parents=True)
     stubs = {
         "sbatch": SBATCH,
@@ -102,8 +102,8 @@ def _write_stubs(bin_dir: Path) -> None:
         "squeue": _plain_stub("squeue", ""),
         "scontrol": (
             '#!/bin/sh\necho "scontrol $*" >> "$STUB_SLURM/calls.log"\n'
-            f"if [ \"$2\" = partition ]; then cat <<'EOF'\n{PARTITIONS}EOF\n"
-            f"else cat <<'EOF'\n{CONFIG}EOF\nfi\n"
+            f"if [ \"$2\" = partition ]; then cat <<'EOF'\n{partitions}EOF\n"
+            f"else cat <<'EOF'\n{config}EOF\nfi\n"
         ),
     }
     for name, text in stubs.items():
@@ -206,6 +206,34 @@ def test_the_submitted_lines_carry_the_configs_requests_within_the_runtime_cap(t
     # The CPU-only diagnosis goes to the CPU partition, not the default GPU one; 10 + 1 minutes, capped.
     assert option("diagnose", "-p") == every("cpu") and option("diagnose", "--gpus") == every(None)
     assert option("diagnose", "-t") == ["11", str(MAX_RUNTIME), str(MAX_RUNTIME)]
+
+
+def test_a_partition_too_short_for_max_runtime_stops_the_run_before_any_work(tmp_path: Path):
+    """The preflight through the profile: the CPU partition's MaxTime (4 h) is below cluster.max_runtime
+    (24 h), and the GPU partition cancels preempted jobs: one message, a warning, nothing started."""
+    config = _site_config()
+    config["cluster"] = {"cpu_partition": "cpu"}  # max_runtime: the default, 1440
+    ws = make_workspace(tmp_path / "ws", config)
+    state = tmp_path / "slurm"
+    cancels = PARTITIONS.replace(
+        "MaxTime=2-00:00:00 PreemptMode=OFF", "MaxTime=2-00:00:00 PreemptMode=CANCEL"
+    )
+    _write_stubs(state / "bin", cancels, CONFIG.replace("preempt/none", "preempt/partition_prio"))
+    env = tool_env({"STUB_SLURM": str(state), "USER": os.environ.get("USER", "root")})
+    env["PATH"] = f"{state / 'bin'}{os.pathsep}{env['PATH']}"
+    overrides = ("--workflow-profile", "none", "--default-resources", "slurm_partition=gpu",
+                 f"slurm_account={ACCOUNT}")  # fmt: skip
+    command = snakemake_command(ws, ("--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "120", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1, log[-3000:]
+    assert "Cannot use Slurm (nothing was started)" in log, log[-3000:]
+    assert "partition cpu allows 240 min (MaxTime 04:00:00), less than cluster.max_runtime 1440" in log
+    assert "set cluster.max_runtime: 240 in the config" in log
+    assert "Warning (Slurm): partition gpu preempts with PreemptMode=CANCEL" in log
+    assert not (ws / "data").exists() and not (state / "sbatch.jsonl").exists(), "work started anyway"
 
 
 # ---------------------------------------------------------------------------------------------------------
