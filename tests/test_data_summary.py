@@ -67,3 +67,42 @@ def test_cli_writes_data_csv_and_names_a_bad_manifest(tmp_path: Path, capsys: py
     spec["listops"]["manifest"] = str(tmp_path / "missing" / "manifest.json")
     with pytest.raises(DataSummaryError, match=r"missing/manifest\.json"):
         summarise(spec)
+
+
+def test_the_banner_says_why_a_generated_split_differs_from_the_config(tmp_path: Path) -> None:
+    """The demo's Text asks for 400 / 100 / 100 and trains on 450 / 50 / 100: aclImdb has no validation split,
+    so the generator writes 500 train reviews and preprocessing carves 10 % of them, as for the real data."""
+    from pdelra.data.preprocess import TEXT_VAL_FRACTION
+
+    settings = {"max_length": 128, "min_length": 64, "n_test": 100, "n_train": 400, "n_val": 100, "seed": 0}
+    n_val = round(TEXT_VAL_FRACTION * 500)
+    model = {"d_model": 32, "n_layers": 2, "n_heads": 2, "batch_size": 32}
+    counts = {"train": 500 - n_val, "val": n_val, "test": 100}
+    spec = {
+        "text": {
+            "manifest": str(_manifest(tmp_path / "text", 128, counts)),
+            "source": "generated",
+            "origin": f"pdelra generate text {json.dumps(settings, sort_keys=True)}",  # as common.smk has it
+            "model": model,
+        },
+        **_spec(tmp_path, "generated", 120, model),  # ListOps: the sizes asked for (no note)
+    }
+    spec["listops"]["origin"] = 'pdelra generate listops {"n_test": 100, "n_train": 1000, "n_val": 100}'
+    table = summarise(spec)
+    md = banner.banner_markdown(table)
+    (note,) = banner.split_notes(table)
+    assert note.startswith(f"Text: {500 - n_val} / {n_val} / 100, not the config's 400 / 100 / 100.")
+    assert "aclImdb has no validation split" in note and "n_train + n_val = 500 train reviews" in note
+    assert f"carves {TEXT_VAL_FRACTION:.0%} of train as validation" in note
+    assert note in md and html.escape(note) in banner.banner_html(table)
+
+
+def test_the_banner_shows_a_generators_settings_as_words(tmp_path: Path) -> None:
+    settings = {"max_length": 128, "min_length": 64, "n_test": 100, "n_train": 400, "n_val": 100, "seed": 0}
+    spec = _spec(tmp_path, "generated", 120, {"d_model": 32, "n_layers": 2, "n_heads": 2, "batch_size": 32})
+    spec["listops"]["origin"] = f"pdelra generate listops {json.dumps(settings, sort_keys=True)}"
+    md = banner.banner_markdown(summarise(spec))
+    assert "{" not in md and '"' not in md  # not the origin's raw JSON
+    row = next(line for line in md.splitlines() if line.startswith("| ListOps"))
+    assert "pdelra generate listops: 400 train, 100 val, 100 test; length 64–128; seed 0" in row
+    assert banner.origin_text("https://x/y.gz (md5 ab)") == "https://x/y.gz (md5 ab)"  # real data as it is

@@ -89,3 +89,27 @@ def test_roughness_figure_keys_more_variants_than_markers(tmp_path: Path) -> Non
     fig = section.figure_roughness(many)
     (legend,) = fig.legends
     assert len(legend.get_texts()) == len(variants)
+
+
+def test_commutator_panels_of_a_row_share_their_positions(tmp_path: Path) -> None:
+    """The demo probes 11 variants on ListOps and 8 on the other tasks: every panel of the probe row must
+    have the same rows in the same order (a position missing from a task is a blank cell), else reading
+    across the row puts values at the wrong position."""
+    blocks = pd.read_csv(_tables_dir(tmp_path) / "diagnostics_per_block.csv")
+    probe = blocks.assign(kind="probe", commutator=(blocks["variant"] == "after_attention") * 9.0)
+    extra = probe[probe["task"] == "listops"].assign(variant="cta", commutator=999.0)
+    probe = probe[(probe["task"] == "listops") | ~probe["variant"].isin(["after_mlp", "between_layers"])]
+    fig = section.figure_commutator(pd.concat([blocks, probe, extra]), "commutator_per_alpha", "commutator")
+    panels = [ax for ax in fig.axes if "probe D" in ax.get_title()]
+    assert len(panels) == len(TASKS)
+    labels = [t.get_text() for t in panels[0].get_yticklabels()]
+    assert len(labels) == len(POSITIONS) + 1 and labels[-1] == "cta"
+    for ax in panels:
+        (image,) = ax.images
+        assert image.get_array().shape == (len(labels), 1)  # the same rows in every panel of the row
+        assert not [t.get_text() for t in ax.get_yticklabels() if t.get_text()] or ax is panels[0]
+        cells = {round(t.get_position()[1]): t.get_text() for t in ax.texts}
+        row = labels.index("After Attention")
+        assert cells[row] == "9"  # the probe's After Attention value sits on its own row in every panel
+    text = next(ax for ax in panels if ax.get_title().startswith(TASK_LABELS["text"]))
+    assert text.images[0].get_array().mask[labels.index("After MLP"), 0]  # not measured there: blank

@@ -102,7 +102,10 @@ def test_wide_tables_turn_the_page_and_free_text_wraps() -> None:
     tex = to_latex(claims_like(5), "Every claim", "claims")
     assert r"\begin{landscape}" in tex and r"\documentclass" not in tex
     spec = re.search(r"\\begin\{tabular\}\{(.*)\}\n", tex).group(1)
-    assert spec.count("p{16em}") == 3  # claim, method, detail
+    widths = re.findall(r"p\{([\d.]+)em\}", spec)
+    # claim_id, claim, method, detail wrap, each as narrow as two lines of its longest cell allow (≤ 16em)
+    assert widths == ["8.5", "16", "15.5", "16"]
+    assert r"table11\_\allowbreak{}sign\_\allowbreak{}after" in tex  # an identifier breaks after "_"
     assert r"\pdelrafit{" in tex and r"\label{tab:claims}" in tex
     small = to_latex(pd.DataFrame({"task": ["listops"], "acc": [0.5]}), "Small", "small")
     assert r"\begin{landscape}" not in small and "p{" not in small
@@ -114,6 +117,22 @@ def test_long_tables_continue_in_floats_of_even_size_with_one_label() -> None:
     assert floats == 3 and tex.count(r"\label{") == 1 and tex.count("(continued)") == 2
     rows_per_float = [part.count(r"\\") - 1 for part in tex.split(r"\begin{table}")[1:]]
     assert sum(rows_per_float) == 100 and max(rows_per_float) - min(rows_per_float) <= 1
+
+
+def test_the_list_of_tables_has_one_entry_per_table(pdflatex: str, tmp_path: Path) -> None:
+    """A table split over pages is one entry, under its caption: no blank line for each "continued" float,
+    and its number is not repeated."""
+    save_table(pd.DataFrame({"i": range(100), "x": [0.5] * 100}), tmp_path, "long", "Long")
+    save_table(table10_like(), tmp_path, "table10", "Table 10")
+    tex = write_paper_tables(tmp_path)
+    assert (tmp_path / "tables" / "long.tex").read_text().count(r"\caption") == 1
+    for _ in range(2):  # the second run reads the list of tables the first wrote
+        subprocess.run([pdflatex, "-interaction=nonstopmode", "-halt-on-error", tex.name], cwd=tex.parent,
+                       capture_output=True, check=True)  # fmt: skip
+    # A line of the .lot: \contentsline {table}{\numberline {1}{\ignorespaces Long}}{2}{}%
+    lot = tex.with_suffix(".lot").read_text()
+    entries = re.findall(r"\\numberline \{(\d+)\}\{\\ignorespaces ?(.*?)\}\}", lot)
+    assert entries == [("1", "Long"), ("2", "Table 10")]
 
 
 def test_paper_tables_inputs_every_recorded_table_in_order(tmp_path: Path) -> None:

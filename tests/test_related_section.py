@@ -180,3 +180,29 @@ def test_render_says_not_run_per_part(tmp_path: Path, said: list[str]) -> None:
     assert "Not run: PhysQK-AD's per-layer α, η, eff_Pe" in text
     assert "Not run: PhysQK-AD's claims (no `claims.csv`" in text
     assert "lm_eval_loss" in {a["name"] for a in read_artifacts(tmp_path / "out")}
+
+
+def test_cta_table_shows_epochs_and_says_when_steps_trained_different_budgets(
+    tmp_path: Path, said: list[str]
+) -> None:
+    """The demo's 3-step (default) runs trained 4 epochs, its 1- and 4-step runs 2: the report says so."""
+    runs = cta_runs()
+    runs["max_epochs"] = runs["epochs"] = [2 if s.startswith("steps") else 4 for s in runs["setting"]]
+    table = related.cta_table(runs)
+    note = rs.epochs_confound(table)
+    assert "ListOps (baseline: 4; 1 step: 2; 3 steps: 4; 4 steps: 2 epochs)" in note
+    assert rs.epochs_confound(related.cta_table(cta_runs().assign(max_epochs=4))) == ""  # one budget
+    wide = cta_runs().assign(max_epochs=4)
+    wide.loc[wide["setting"] == "steps4", ["setting", "max_epochs"]] = ["wide", 8]  # not a steps setting
+    assert "ListOps (baseline: 4; 1 step: 4; 3 steps: 4; wide: 8 epochs)" in rs.epochs_confound(
+        related.cta_table(wide)
+    )
+    assert rs.epochs_confound(related.cta_table(cta_runs())) == ""  # no epoch columns (older tables)
+    folder = tmp_path / "tables"
+    _write_tables(folder)
+    table.to_csv(folder / "cta_type_steps.csv", index=False)
+    rs.render_cta(folder, tmp_path / "out")
+    assert note in said
+    shown = pd.read_csv(tmp_path / "out" / "tables" / "cta_type_steps.csv", dtype=str, keep_default_na=False)
+    assert shown["Pseudo-time steps"].tolist() == ["—", "3 (default)", "1", "4"]
+    assert shown["Epochs (budget)"].tolist() == ["4", "4", "2", "2"]

@@ -172,6 +172,7 @@ def test_index_is_a_landing_page_with_verdicts_first(built: Path) -> None:
     index = (built / "index.html").read_text()
     assert index.index('id="claims"') < index.index("<h2>Figures</h2>")
     assert "after_embedding_gain" in index and "reproduced" in index and "1 diverged" in index
+    assert "<th>what would decide it</th>" in index and "<th>unit</th>" in index
     for name in FIGURES:
         assert f'src="figures/{name}.png"' in index
     for name in TABLES:
@@ -431,7 +432,9 @@ def test_the_average_over_an_incomplete_task_set_is_blank(
     # Only two of the paper's five tasks ran: no LRA average beside the paper's five-task one.
     assert t6.loc["After Embedding", "ours"] == "—" and pd.isna(t6.loc["After Embedding", "Δ"])
     t11 = pd.read_csv(root / "report" / "tables" / "table11.csv").set_index("position")
-    assert t11.loc["After Embedding", "ListOps"].startswith("+0.0500 [+0.0500, +0.0500] (+0.0222)")
+    # Every seed +0.05: the interval comes from the task's pooled variance, never a point (no p = 0).
+    cell = t11.loc["After Embedding", "ListOps"]
+    assert cell.startswith("+0.0500 [+0.04") and cell.endswith("(+0.0222)")
 
 
 def test_a_section_can_only_read_a_declared_table(tmp_path: Path) -> None:
@@ -441,3 +444,82 @@ def test_a_section_can_only_read_a_declared_table(tmp_path: Path) -> None:
     assert report.table("runs").empty  # declared, not there yet: empty
     with pytest.raises(UndeclaredTableError, match="metrics"):
         report.table("metrics")
+
+
+def test_std_error_bars_only_where_a_bar_has_two_seeds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Figures 6 and 9/10 draw ± std over seeds: none for a bar of one seed (its std is no spread; a
+    zero-length bar with caps read as "no variation"), and their keys or captions say so."""
+    import types
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from pdelra.reporting.sections import multiscale, table10
+
+    drawn: list = []
+    for module in (table10, multiscale):
+        monkeypatch.setattr(module, "show_figure", lambda fig, *a, **_: drawn.append((fig, a[-1])))
+    report = types.SimpleNamespace(out_dir=tmp_path)
+    n = {"none": 1, "after_embedding": 3, "after_mlp": 1}  # the demo: one seed; here one bar has three
+
+    def bar(variant: str, **keys: object) -> dict:
+        spread = 0.01 if n[variant] > 1 else float("nan")  # results.tables: no std for one seed
+        return {"variant": variant, "mean": 0.4, "std": spread, "n": n[variant], **keys}
+
+    table10._figure6(
+        report, pd.DataFrame([bar(v, task="listops", paper=paper.TABLE10[v]["listops"]) for v in n])
+    )
+    gains = {"gain_over_baseline": 0.01, "paper": 0.4, "paper_gain_over_baseline": 0.01}
+    scales = ("h1", "h2", "h4", "multi")
+    t12 = pd.DataFrame([bar(v, scale=s, **gains) for v in ("after_embedding", "after_mlp") for s in scales])
+    multiscale._figure9_10(report, t12, ["after_embedding", "after_mlp"])
+    (fig6, caption6), (fig9, caption9) = drawn
+
+    def segments(fig: object) -> list[int]:
+        bars = [c for ax in fig.axes for c in ax.containers if type(c).__name__ == "ErrorbarContainer"]
+        return [len(c.lines[2][0].get_segments()) for c in bars]
+
+    assert segments(fig6) == [1]  # After Embedding's bar only
+    assert sum(segments(fig9)) == 2 * len(scales)  # After Embedding's, per scale, in both panels
+    assert "none where a bar has one seed" in caption6 and "none where a bar has one seed" in caption9
+    assert any("n ≥ 2" in t.get_text() for t in fig6.legends[0].get_texts())
+    # Figure 3 and the cost overhead (horizontal bars): the same rule.
+    from pdelra.reporting.sections import cost, table6
+
+    for module in (table6, cost):
+        monkeypatch.setattr(module, "show_figure", lambda fig, *a, **_: drawn.append((fig, a[-1])))
+    table6._figure3(report, pd.DataFrame([bar(v, paper=paper.TABLE10[v]["average"]) for v in n]))
+    overhead = pd.DataFrame([bar(v, scale="h1") for v in n if v != "none"])
+    cost._figure(types.SimpleNamespace(out_dir=tmp_path, table=lambda name: overhead))
+    (fig3, caption3), (fig_cost, _) = drawn[2:]
+    assert segments(fig3) == [1] and segments(fig_cost) == [1] and "none with one seed" in caption3
+
+
+def test_the_claims_table_prints_the_columns_a_reader_needs(
+    sections_out: tuple[Path, list, list[Path]],
+) -> None:
+    """claims.csv keeps its 21 machine columns; claims.md and .tex (so paper-tables.pdf) print the reader's
+    few, the effect with its interval in one cell, so the table is legible on a page."""
+    import re
+
+    from pdelra.reporting.sections.claims import PRINTED_HEADER
+
+    root, _, _ = sections_out
+    tables = root / "report" / "tables"
+    assert list(pd.read_csv(tables / "claims.csv").columns) == list(CLAIM_COLUMNS)
+    tex = (tables / "claims.tex").read_text()
+    spec = re.search(r"\\begin\{tabular\}\{(.*)\}\n", tex).group(1)
+    assert len(re.findall(r"p\{[\d.]+em\}|[lr]", re.sub(r">\{[^}]*\}", "", spec))) == len(PRINTED_HEADER)
+    header = (tables / "claims.md").read_text().splitlines()[0]
+    assert [h.strip() for h in header.strip("|").split("|")] == list(PRINTED_HEADER)
+    claims = pd.read_csv(tables / "claims.csv").set_index("claim_id")
+    row = next(
+        line
+        for line in (tables / "claims.md").read_text().splitlines()
+        if "| multiscale_gain_after_embedding |" in line
+    )
+    effect = claims.loc["multiscale_gain_after_embedding"]
+    assert f"{effect['effect']:+.4f} [{effect['ci_low']:+.4f}, {effect['ci_high']:+.4f}]" in row
+    assert f"({effect['source']})" in row

@@ -99,43 +99,54 @@ def test_the_simpson_case_is_no_evidence_although_the_pooled_correlation_says_ye
     assert test.loc["commutator_per_alpha", "statistic"] == pytest.approx(0, abs=1e-12)
 
 
-def _naive_within_strata(x: np.ndarray, y: np.ndarray, strata: np.ndarray, resamples: int, seed: int):
-    """The within-stratum permutation test written out plainly: Spearman ρ per stratum (scipy), averaged;
-    y shuffled inside each stratum, one resample at a time."""
+def _naive_joint_permutations(x: np.ndarray, y: np.ndarray, strata: np.ndarray, labels: np.ndarray):
+    """The joint label permutation test written out plainly: for every permutation of the labels, move each
+    label's y to its image in every stratum, Spearman ρ per stratum (scipy), averaged."""
+    import itertools
+
     from scipy.stats import spearmanr
 
-    rng = np.random.default_rng(seed)
-    groups = [np.flatnonzero(strata == g) for g in dict.fromkeys(strata.tolist())]
+    names = list(dict.fromkeys(labels.tolist()))
+    groups = list(dict.fromkeys(strata.tolist()))
 
-    def statistic(values: np.ndarray) -> float:
-        return float(np.mean([spearmanr(x[i], values[i]).statistic for i in groups]))
+    def statistic(mapping: dict) -> float:
+        rhos = []
+        for g in groups:
+            i = np.flatnonzero(strata == g)
+            own = {labels[j]: y[j] for j in i}
+            moved = [own[mapping[labels[j]]] for j in i]
+            rhos.append(spearmanr(x[i], moved).statistic)
+        return float(np.mean(rhos))
 
-    observed = statistic(y)
-    null = []
-    for _ in range(resamples):
-        shuffled = y.copy()
-        for i in groups:
-            shuffled[i] = rng.permutation(y[i])
-        null.append(statistic(shuffled))
-    null = np.asarray(null)
-    return (
-        observed,
-        (np.sum(null >= observed - 1e-12) + 1) / (resamples + 1),
-        (np.sum(null <= observed + 1e-12) + 1) / (resamples + 1),
-    )
+    null = np.array([statistic(dict(zip(names, p, strict=True))) for p in itertools.permutations(names)])
+    observed = null[0]
+    return observed, float(np.mean(null >= observed - 1e-12)), float(np.mean(null <= observed + 1e-12))
 
 
-def test_the_within_task_permutation_test_is_the_plain_one() -> None:
-    """stats.permutation_within_strata (vectorised) against the test written out with scipy's Spearman."""
+def test_the_joint_label_permutation_test_is_the_plain_one() -> None:
+    """stats.permutation_of_labels (vectorised, exact) against the test written out with scipy's Spearman,
+    also when a stratum lacks a label."""
     rng = np.random.default_rng(6)
-    x, y = rng.standard_normal(40), rng.standard_normal(40)
-    strata = np.repeat(["a", "b", "c", "d", "e"], 8)
-    y = y - 0.5 * x  # a within-stratum relation, so that p is away from both ends
-    fast = stats.permutation_within_strata(x, y, strata, resamples=4999, seed=0)
-    plain = _naive_within_strata(x, y, strata, resamples=999, seed=1)
-    assert fast[0] == pytest.approx(plain[0], abs=1e-12)  # the same statistic
-    for a, b in zip(fast[1:], plain[1:], strict=True):  # p-values of two independent resamplings
-        assert abs(a - b) <= 4 * math.sqrt(max(a, 1 / 1000) / 1000) + 1 / 1000
+    labels = np.tile(["p1", "p2", "p3", "p4", "p5", "p6"], 4)
+    strata = np.repeat(["a", "b", "c", "d"], 6)
+    x = rng.standard_normal(24)
+    y = rng.standard_normal(24) - 0.5 * x  # a relation, so that p is away from both ends
+    fast = stats.permutation_of_labels(x, y, strata, labels)
+    plain = _naive_joint_permutations(x, y, strata, labels)
+    assert fast[3] == math.factorial(6)
+    for a, b in zip(fast[:3], plain, strict=True):  # exact: the same numbers
+        assert a == pytest.approx(b, abs=1e-9)
+    keep = ~((strata == "b") & (labels == "p2"))  # stratum b without p2: its ρ over the five it has
+    fast = stats.permutation_of_labels(x[keep], y[keep], strata[keep], labels[keep])
+    assert fast[0] == pytest.approx(_naive_partial(x, y, strata, labels, keep), abs=1e-9)
+
+
+def _naive_partial(x, y, strata, labels, keep) -> float:
+    from scipy.stats import spearmanr
+
+    return float(
+        np.mean([spearmanr(x[keep & (strata == g)], y[keep & (strata == g)]).statistic for g in "abcd"])
+    )
 
 
 def test_a_real_within_task_relation_is_detected_in_the_predicted_direction() -> None:

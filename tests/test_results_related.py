@@ -263,3 +263,16 @@ def test_summarise_returns_every_table_even_without_inputs() -> None:
     # A runs.csv from before grid settings (no `setting` column): every run is `base`.
     old = related.cta_table(cta_runs().query("setting == 'base'").drop(columns="setting"))
     assert old["variant"].tolist() == ["none", "cta_diffusion"]
+
+
+def test_cta_table_gives_each_rows_epoch_budget_and_epochs_run() -> None:
+    """The demo's steps settings train 2 epochs, its default-steps runs 4: the table must carry both."""
+    runs = cta_runs()
+    runs["max_epochs"] = [2 if s.startswith("steps") else 4 for s in runs["setting"]]
+    runs["epochs"] = runs["max_epochs"] - (runs["seed"] == 1)  # one seed stopped early
+    rows = related.cta_table(runs).set_index(["variant", "setting"])
+    assert rows.loc[("cta_wave", "steps1"), ["max_epochs", "max_epochs_run"]].tolist() == [2, 2]
+    assert rows.loc[("cta_diffusion", "base"), ["max_epochs", "max_epochs_run"]].tolist() == [4, 4]
+    assert rows.loc[("none", "base"), "max_epochs"] == 4
+    older = related.cta_table(cta_runs())  # a runs.csv without the columns: NaN, not an error
+    assert older["max_epochs"].isna().all() and older["max_epochs_run"].isna().all()

@@ -228,6 +228,9 @@ def test_provenance_counts_every_run_whatever_its_status() -> None:
     assert data["data_hash"] == "ab" * 8 and data["n_hashes"] == 1
     summary = dict(tables.provenance_summary(runs).itertuples(index=False))
     assert summary["runs"] == 2 and summary["status diverged"] == 1
+    assert summary["seeds"] == 2 and summary["seed ids"] == "0, 1"  # a count, then which
+    one = dict(tables.provenance_summary(runs[runs["seed"] == 0]).itertuples(index=False))
+    assert one["seeds"] == 1 and one["seed ids"] == "0"  # one seed, id 0: not "seeds 0"
 
 
 def test_summarise_returns_every_comparison_table_even_without_runs() -> None:

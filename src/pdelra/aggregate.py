@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 from pdelra.atomic import write_text_atomic
 from pdelra.errors import UserError
-from pdelra.results.build import DERIVED_TABLES, OPTIONAL_INPUTS, derived_tables, read_table
+from pdelra.results.build import DERIVED_TABLES, OPTIONAL_INPUTS, derived_tables, read_inputs, read_table
 from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
 from pdelra.runs import BASE_SETTING, RUN_KEYS, RunPathError, find_run_files, parse_run_dir
 
@@ -66,6 +66,7 @@ RUN_COLUMNS = (
     *RUN_KEYS,
     "status",
     "test_accuracy",
+    "n_test",
     "best_val_accuracy",
     "best_epoch",
     "epochs",
@@ -167,6 +168,7 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     row.update(
         status=metrics.get("status") or COMPLETED,
         test_accuracy=metrics.get("test_accuracy"),
+        n_test=metrics.get("n_test"),
         best_val_accuracy=metrics.get("best_val_accuracy"),
         best_epoch=metrics.get("best_epoch"),
         epochs=metrics.get("epochs_run"),
@@ -246,8 +248,12 @@ def find_metrics(runs_dir: Path) -> list[Path]:
 # ----------------------------------------------------------------------------------------------------
 
 
+# Every table's one float format (6 significant digits): what `pdelra claims` prints equals the files.
+CSV_FLOAT_FORMAT = "%.6g"
+
+
 def write_csv_atomic(frame: pd.DataFrame, path: Path) -> None:
-    write_text_atomic(path, frame.to_csv(index=False, float_format="%.6g"))
+    write_text_atomic(path, frame.to_csv(index=False, float_format=CSV_FLOAT_FORMAT))
 
 
 def aggregate(
@@ -276,13 +282,20 @@ def aggregate(
         runs[column] = pd.to_numeric(runs[column], errors="coerce")
     alpha_rows = [row for _, alpha in parsed for row in alpha]
     tables = {"runs": runs, **run_tables(runs, alpha_rows)}
-    inputs = {**tables, **{name: read_table(Path(path)) for name, path in (extra_inputs or {}).items()}}
-    tables |= derived_tables(inputs)
+    for name, frame in tables.items():
+        write_csv_atomic(frame, Path(out) / f"{name}.csv")
+    # The derived tables and the claims are computed from the run tables as written (floats at the CSV's
+    # precision), exactly what `pdelra claims --tables` reads back: the two give the same claims.csv, byte
+    # for byte.
+    inputs = read_inputs(Path(out), tuple(tables))
+    inputs |= {name: read_table(Path(path)) for name, path in (extra_inputs or {}).items()}
+    derived = derived_tables(inputs)
+    tables |= {name: derived[name] for name in DERIVED_TABLES}
     if set(tables) != set(AGGREGATE_TABLES):
         raise AssertionError(
             f"tables {sorted(tables)} differ from AGGREGATE_TABLES {sorted(AGGREGATE_TABLES)}"
         )
-    for name in AGGREGATE_TABLES:
+    for name in DERIVED_TABLES:
         write_csv_atomic(tables[name], Path(out) / f"{name}.csv")
     not_done = runs[runs["status"] != COMPLETED]
     log.info(

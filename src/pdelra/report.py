@@ -93,7 +93,7 @@ def _claims_html(claims_csv: Path) -> str:
     related systems and the diagnostics summarised in one line each)."""
     import pandas as pd
 
-    from pdelra.results.claims import VERDICT_RULE, headline
+    from pdelra.results.claims import VERDICT_RULE, headline, what_would_decide
 
     if not claims_csv.is_file():
         return "<p><em>No claims table (claims.csv) was written.</em></p>"
@@ -123,9 +123,9 @@ def _claims_html(claims_csv: Path) -> str:
         rows.append(
             f"<tr><td><code>{html.escape(c['claim_id'])}</code></td><td>{html.escape(str(c['claim']))}</td>"
             f'<td class="n">{num(c["paper_effect"])}</td><td class="n">{num(c["effect"])}</td>'
-            f'<td class="n">{ci}</td><td class="n">{int(c["n"])}</td>'
+            f'<td class="n">{ci}</td><td>{text(c["unit"])}</td><td class="n">{int(c["n"])}</td>'
             f'<td style="background:{colour}"><strong>{html.escape(c["verdict"])}</strong>{unadjusted}</td>'
-            f'<td class="size">{text(c["size"]) or "—"}</td></tr>'
+            f'<td class="size">{text(c["size"]) or "—"}</td><td>{html.escape(what_would_decide(c))}</td></tr>'
         )
     lines = []
     for family, label in (
@@ -142,7 +142,8 @@ def _claims_html(claims_csv: Path) -> str:
     others = f"<ul>{''.join(lines)}</ul>" if lines else ""
     return f"""<p class="badges">{len(claims)} claims: {badges}</p>
 <table id="claims"><thead><tr><th>claim</th><th>statement</th><th>paper</th><th>ours</th><th>95 % CI</th>
-<th>n</th><th>verdict (direction)</th><th>size</th></tr></thead><tbody>
+<th>unit</th><th>n</th><th>verdict (direction)</th><th>size</th><th>what would decide it</th></tr>
+</thead><tbody>
 {"".join(rows)}
 </tbody></table>
 {others}

@@ -180,7 +180,9 @@ def _heatmap(ax: Any, grid: pd.DataFrame, vmax: float) -> Any:
 
 def figure_commutator(blocks: pd.DataFrame, trained_column: str, probe_column: str) -> Any:
     """Per task (columns, the paper's order): the trained commutator per unit α (top) and the probe's
-    (bottom) per position and block; positions without a value in a panel are left out, not drawn empty."""
+    (bottom) per position and block. The panels of a row share one set of positions and blocks (the union
+    over tasks; a cell a task did not measure is blank), so a position sits at the same height in every
+    panel of the row; positions without a value anywhere in a row are left out, not drawn empty."""
     import matplotlib.pyplot as plt
 
     data = _main_rows(blocks)
@@ -188,11 +190,12 @@ def figure_commutator(blocks: pd.DataFrame, trained_column: str, probe_column: s
     panels = []  # (row, task, grid)
     for row, (kind, column) in enumerate((("trained", trained_column), ("probe", probe_column))):
         cells = data[(data["kind"] == kind) & data[column].notna()]
+        variants, block_ids = _variant_order(cells["variant"]), sorted(cells["block"].unique())
         for task in tasks:
             mine = cells[cells["task"] == task]
             if len(mine):
                 grid = mine.pivot_table(index="variant", columns="block", values=column)
-                panels.append((row, task, grid.reindex(_variant_order(grid.index))))
+                panels.append((row, task, grid.reindex(index=variants, columns=block_ids)))
     rows_present = sorted({r for r, _, _ in panels})
     if not panels:
         return None
@@ -219,13 +222,14 @@ def figure_commutator(blocks: pd.DataFrame, trained_column: str, probe_column: s
                 ax.axis("off")
                 ax.text(0.5, 0.5, f"{_task(task)}: not run", ha="center", va="center", fontsize=10)
                 continue
+            labelled = image is not None  # positions are named on the row's first drawn panel only
             image = _heatmap(ax, grid, vmax)
             kind = "trained" if row == 0 else "probe"
             title = "trained D, per unit α" if kind == "trained" else "probe D (α = 0.1)"
             ax.set_title(f"{_task(task)}: {title}", fontsize=11)
             ax.set_xlabel("block", fontsize=10)
-            if c:
-                ax.set_yticklabels([])  # positions are named on the first panel of the row
+            if labelled:
+                ax.set_yticklabels([])  # the row's panels share their positions (see the docstring)
         if image is not None:
             # A short key: the full quantity is in the caption (a long label outgrows a short row).
             key = "per unit α" if row == 0 else "probe, α = 0.1"
@@ -406,8 +410,9 @@ def render(tables_dir: Path, out_dir: Path) -> None:
             out_dir,
             name,
             f"Diffusion–attention commutator {label} per position and block: trained D per unit α (top; "
-            "Head Diffusion acts along heads and has none; blank: no operator in that block) and the probe "
-            "α = 0.1 (bottom); seed means (base setting, h1).",
+            "Head Diffusion acts along heads and has none) and the probe α = 0.1 (bottom); seed means (base "
+            "setting, h1). The panels of a row share their rows; blank: not measured (no operator in that "
+            "block, or the position did not run on that task).",
         )
     show_table(
         _shown(position, PER_POSITION_HEADERS),

@@ -214,20 +214,24 @@ def save_table(
     caption: str,
     *,
     formats: Mapping[str, Formatter] | None = None,
+    printed: pd.DataFrame | None = None,
 ) -> None:
     """Write `df` as `out_dir/tables/{name}.csv`, `.md` and `.tex` (booktabs), and record its caption.
 
     The index is never written (reset it first if it carries data). CSV keeps full precision with empty
     missing cells; Markdown and LaTeX show `formats[column]` (a str.format pattern such as "{:+.2f}", or a
-    function) or 4 decimals for floats, and "—" where a value is missing.
+    function) or 4 decimals for floats, and "—" where a value is missing. `printed`, when given, is what
+    Markdown and LaTeX show instead of `df` (and what `formats` names): the columns a reader needs, when the
+    CSV has many more.
     """
     _check_name(name)
     out_dir = Path(out_dir)
     folder = out_dir / "tables"
     csv, md, tex = (folder / f"{name}.{ext}" for ext in ("csv", "md", "tex"))
+    shown = df if printed is None else printed
     write_text_atomic(csv, df.to_csv(index=False, float_format="%.6g"))
-    write_text_atomic(md, to_markdown(df, formats))
-    write_text_atomic(tex, to_latex(df, caption, name, formats))
+    write_text_atomic(md, to_markdown(shown, formats))
+    write_text_atomic(tex, to_latex(shown, caption, name, formats))
     _record(out_dir, "table", name, caption, [csv, md, tex])
 
 

@@ -3,10 +3,10 @@
 - `latex_escape(text)`: LaTeX's special characters escaped and every Unicode character the report writes
   (τ, ≤, ±, −, —, é, …) mapped to a command that works in text and in math mode (`UNICODE`, one table).
 - `table_tex(header, rows, numeric, caption, label)`: a booktabs `table` float for `\\input`, laid out to fit
-  the page: long free text in wrapping `p{}` columns, long headers on two lines, every table shrunk to
-  `\\linewidth` (and the page height) only when wider, very wide ones on a landscape page, long ones split
-  into floats of a page each ("continued"). The file needs `\\usepackage{booktabs,array,graphicx,pdflscape}`
-  (`PACKAGES`). `pdelra.reporting.io.save_table` writes it.
+  the page: long free text and identifiers in wrapping `p{}` columns (an identifier breaks after `_`), long
+  headers on two lines, every table shrunk to `\\linewidth` (and the page height) only when wider, very wide
+  ones on a landscape page, long ones split into floats of a page each ("continued"). The file needs
+  `\\usepackage{booktabs,array,graphicx,pdflscape}` (`PACKAGES`). `pdelra.reporting.io.save_table` writes it.
 - `write_paper_tables(out_dir)` → `out_dir/tables/paper-tables.tex`, a complete document that `\\input`s every
   table recorded in `out_dir/artifacts.json`; `build_pdf(tex_path)` compiles it with pdflatex when installed.
 """
@@ -23,7 +23,7 @@ import tempfile
 import textwrap
 import unicodedata
 import warnings
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from pdelra.atomic import atomic_path, write_text_atomic
@@ -276,6 +276,11 @@ def _wrapped_header(name: str, width: int, align: str) -> tuple[str, int]:
     return cell + r"\end{tabular}", max(map(len, lines))
 
 
+def _words(cells: Iterable[str]) -> list[int]:
+    """The lengths of the longest word of the cells (a line may break at a space or after an underscore)."""
+    return [max(map(len, re.split(r"[\s_]", cell)), default=0) for cell in cells]
+
+
 def _layout(
     header: Sequence[str], rows: Sequence[Sequence[str]], numeric: Sequence[bool]
 ) -> tuple[list[str], list[str], list[int], int]:
@@ -285,15 +290,21 @@ def _layout(
     wrap = [False] * len(header)
     if sum(natural) + COLUMN_GAP * len(header) > LINE_CHARS:
         wrap = [
-            not num and c > WRAP_CHARS and any(" " in r[i].strip() for r in rows)
+            not num and c > WRAP_CHARS and any(" " in r[i].strip() or "_" in r[i] for r in rows)
             for i, (c, num) in enumerate(zip(cells, numeric, strict=True))
         ]
+    # A wrapping column is as narrow as two lines of its longest cell allow, up to WRAP_CHARS (a unit or an
+    # identifier a little over it needs no room for 32 characters on every row), never below a word.
+    wrap_chars = [
+        min(WRAP_CHARS, max(HEADER_CHARS, math.ceil(cells[i] / 2), *_words(r[i] for r in rows)))
+        for i in range(len(header))
+    ]
     spec, heads, widths = [], [], []
     for i, name in enumerate(header):
         if wrap[i]:
-            spec.append(rf">{{\raggedright\arraybackslash}}p{{{WRAP_CHARS / 2:g}em}}")
+            spec.append(rf">{{\raggedright\arraybackslash}}p{{{wrap_chars[i] / 2:g}em}}")
             heads.append(latex_escape(name))
-            widths.append(WRAP_CHARS)
+            widths.append(wrap_chars[i])
             continue
         align = "r" if numeric[i] else "l"
         head, head_width = _wrapped_header(name, cells[i], align)
@@ -301,7 +312,8 @@ def _layout(
         heads.append(head)
         widths.append(max(cells[i], head_width))
     heights = [
-        max([math.ceil(len(r[i]) / WRAP_CHARS) for i in range(len(header)) if wrap[i]] or [1]) for r in rows
+        max([math.ceil(len(r[i]) / wrap_chars[i]) for i in range(len(header)) if wrap[i]] or [1])
+        for r in rows
     ]
     return spec, heads, heights, sum(widths) + COLUMN_GAP * len(header)
 
@@ -328,7 +340,15 @@ def _tabular(spec: Sequence[str], heads: Sequence[str], rows: Sequence[Sequence[
     """The booktabs tabular, assembled by pandas' LaTeX writer (cells escaped here, headers already LaTeX)."""
     import pandas as pd
 
-    frame = pd.DataFrame([[latex_escape(v) for v in row] for row in rows], columns=range(len(heads)))
+    # A wrapping column may also break an identifier (a claim id, a variant) after each underscore.
+    wrapping = [s.startswith(">{") for s in spec]
+
+    def cell(value: str, wraps: bool) -> str:
+        text = latex_escape(value)
+        return text.replace(r"\_", r"\_\allowbreak{}") if wraps else text
+
+    cells = [[cell(v, w) for v, w in zip(row, wrapping, strict=True)] for row in rows]
+    frame = pd.DataFrame(cells, columns=range(len(heads)))
     frame.columns = list(heads)
     styler = frame.style.hide(axis="index")
     return styler.to_latex(column_format="".join(spec), hrules=True).strip()
@@ -342,7 +362,8 @@ def table_tex(
     label: str,
 ) -> str:
     """The table (cells as plain text; `numeric[i]` right-aligns column i) as an `\\input`-able LaTeX body:
-    one booktabs `table` float per page-full of rows, caption and `\\label{tab:<label>}` on the first."""
+    one booktabs `table` float per page-full of rows, caption and `\\label{tab:<label>}` on the first (the
+    only entry in the list of tables; the others repeat its number and caption, "continued")."""
     if not header:
         raise ValueError(f"table {label!r} has no columns")
     spec, heads, heights, width = _layout(header, rows, numeric)
@@ -355,8 +376,8 @@ def table_tex(
         title = latex_escape(caption)
         if n == 0:
             head = [rf"\caption{{{title}}}", rf"\label{{tab:{label}}}"]
-        else:  # the same number again, left out of the list of tables
-            head = [r"\addtocounter{table}{-1}", rf"\caption[]{{{title} (continued)}}"]
+        else:  # the same number again, set by hand: a \caption (even \caption[]) adds a list-of-tables line
+            head = [rf"Table~\thetable: {title} (continued)\par", r"\vspace{\abovecaptionskip}"]
         float_ = [
             r"\begin{table}[htbp]",
             r"\centering",

@@ -196,9 +196,49 @@ def cta_display(table: pd.DataFrame) -> pd.DataFrame:
             "Task": _task(r["task"]),
             "PDE type": _label(r["variant"]),
             "Pseudo-time steps": _steps(r["pseudo_time_steps"], r["setting"]),
+            "Epochs (budget)": _number(r.get("max_epochs"), "{:.0f}"),
+            "Epochs run (max)": _number(r.get("max_epochs_run"), "{:.0f}"),
             f"Test accuracy {CI}": ci_cell(r, "test_accuracy", ACCURACY),
             f"Δ vs baseline {CI}": ci_cell(r, "delta_vs_baseline", "{:+.4f}"),
         },
+    )
+
+
+def epochs_confound(table: pd.DataFrame) -> str:
+    """A note naming each task whose rows (the baseline and the CTA types at each number of pseudo-time steps)
+    trained for different epoch budgets, since a difference across steps, or a Δ vs the baseline, is then
+    also one of training length; "" when every task's rows share one budget."""
+    if "max_epochs" not in table.columns:
+        return ""
+
+    def compared(row: pd.Series) -> tuple[float, str]:
+        """(sort key, words) of a row's group: the baseline first, then the steps in order."""
+        steps = row["pseudo_time_steps"]
+        if row["variant"] == BASELINE:
+            return -1.0, "baseline"
+        if is_missing(steps):
+            return math.inf, str(row["setting"])
+        return float(steps), f"{steps:.0f} step" + ("s" if steps != 1 else "")
+
+    notes = []
+    for task, rows in table[table["max_epochs"].notna()].groupby("task", sort=False):
+        budgets: dict[tuple[float, str], set[float]] = {}
+        for _, row in rows.iterrows():
+            budgets.setdefault(compared(row), set()).add(float(row["max_epochs"]))
+        if len(set().union(*budgets.values())) < 2:
+            continue
+        cells = [
+            f"{words}: " + "/".join(f"{b:.0f}" for b in sorted(e))
+            for (_, words), e in sorted(budgets.items())
+        ]
+        notes.append(f"{_task(task)} ({'; '.join(cells)} epochs)")
+    if not notes:
+        return ""
+    return (
+        "**Steps and epochs are confounded here**: the rows compared trained for different epoch budgets — "
+        f"{', '.join(notes)}. A difference across steps, or a Δ vs the baseline of a row with another "
+        "budget, is also a difference in training length; give the grid's `stepsN` settings the default "
+        "runs' `train.max_epochs` to compare steps alone."
     )
 
 
@@ -451,13 +491,17 @@ def render_cta(tables_dir: Path, out_dir: Path) -> None:
         "the default. The baseline is the standard Transformer (`none`) on the same tasks and seeds."
     )
     context = ("Scale", "Seeds", "Δ method", "Task")
+    confound = epochs_confound(accuracy)
+    if confound:
+        _say(confound)
     show_lifted(
         cta_display(accuracy),
-        context,
+        (*context, "Epochs (budget)", "Epochs run (max)"),
         out_dir,
         "cta_type_steps",
         "CTA test accuracy per task, PDE type and pseudo-time steps (mean over seeds) and Δ vs the "
-        "baseline Transformer, paired by seed",
+        "baseline Transformer, paired by seed"
+        + (" — steps trained for different epoch budgets (see the note above)" if confound else ""),
     )
     cost = read_table(tables_dir, "cta_cost")
     if cost is None:

@@ -105,6 +105,24 @@ PAPER_COLOUR = "crimson"
 PAPER_MARKER = "D"
 
 
+def std_bars(
+    ax: Any, x: Any, y: Any, std: Any, n: Any, *, capsize: float = 2, horizontal: bool = False
+) -> bool:
+    """± std error bars on the values y at positions x (along x when `horizontal`: bars drawn with barh),
+    drawn only where n ≥ 2: the std of one seed is no spread, and a zero-length bar with caps would say "no
+    variation" (the figures say so in their key or caption). Returns whether a value went without a bar."""
+    import numpy as np
+
+    x, y, std, n = (np.asarray(a, dtype=float) for a in (x, y, std, n))
+    drawn = np.isfinite(y) & np.isfinite(std) & (n >= 2)
+    if drawn.any():
+        at, value, err = x[drawn], y[drawn], std[drawn]
+        points = (value, at) if horizontal else (at, value)
+        bars = {"xerr": err} if horizontal else {"yerr": err}
+        ax.errorbar(*points, **bars, fmt="none", ecolor="black", capsize=capsize)
+    return bool((np.isfinite(y) & ~drawn).any())
+
+
 def ours_colour() -> Any:
     import seaborn as sns
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,22 +18,20 @@ class ClaimsError(UserError, ValueError):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pdelra.aggregate import write_csv_atomic
+    from pdelra.aggregate import CSV_FLOAT_FORMAT, write_csv_atomic
     from pdelra.results.build import claims_from_tables
 
     try:
         table = claims_from_tables(args.tables)
     except FileNotFoundError as exc:
         raise ClaimsError(str(exc)) from exc
-    out = args.out or args.tables / "claims.csv"
-    write_csv_atomic(table, out)
-    counts = table["verdict"].value_counts()
-    log.info(
-        "%d claims (%s) → %s",
-        len(table),
-        ", ".join(f"{n} {v}" for v, n in counts.items()),
-        out,
-    )
+    counts = ", ".join(f"{n} {v}" for v, n in table["verdict"].value_counts().items())
+    if args.out is None:  # the workflow's own claims.csv is its output: never overwritten unasked
+        sys.stdout.write(table.to_csv(index=False, float_format=CSV_FLOAT_FORMAT))
+        log.info("%d claims (%s)", len(table), counts)
+        return 0
+    write_csv_atomic(table, args.out)
+    log.info("%d claims (%s) → %s", len(table), counts, args.out)
     return 0
 
 
@@ -44,12 +43,14 @@ def register(subparsers: Any) -> None:
         help="judge every claim from aggregated tables (claims.csv), in seconds",
         description=(
             "Recompute claims.csv from the CSV tables of `pdelra aggregate` (runs.csv, and lm_runs.csv, "
-            "lm_dynamics.csv, diagnostics.csv when present) with the same function the workflow uses. "
-            + VERDICT_RULE.replace("**", "").replace("*", "").replace("`", "")
+            "lm_dynamics.csv, diagnostics.csv, cta_official_runs.csv when present) with the same function "
+            "the workflow uses; the result equals the workflow's claims.csv byte for byte. It is written to "
+            "standard output unless --out names a file, so the workflow's versioned claims.csv is never "
+            "changed unasked. " + VERDICT_RULE.replace("**", "").replace("*", "").replace("`", "")
         ),
     )
     parser.add_argument(
         "--tables", type=Path, required=True, help="the tables folder (results/EXPERIMENT/tables)"
     )
-    parser.add_argument("--out", type=Path, help="where to write the claims CSV (default: TABLES/claims.csv)")
+    parser.add_argument("--out", type=Path, help="write the claims CSV here (default: standard output)")
     parser.set_defaults(func=_run)

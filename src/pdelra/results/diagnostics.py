@@ -18,8 +18,9 @@ Tables
 - `diagnostics_points`: the mechanism test's points, one per (task, position): predictor and gain seed means,
   and (`*_within`) their deviations from the task's mean, the view the within-task test reads.
 - `diagnostics_mechanism`: one row per predictor: within-task statistic, one-sided p in the theory's
-  direction, p on the two-sided scale, Holm-adjusted p over the three predictors, unadjusted and adjusted
-  verdicts. `mechanism_claims` gives the same as claims-shaped rows (family "diagnostics").
+  direction, the two-sided p, Holm-adjusted p over the three predictors, unadjusted and adjusted verdicts.
+  `mechanism_claims` gives the same as claims-shaped rows (family "diagnostics"), whose adjustment in the
+  claims table is this same Holm over the same p-values.
 
 Why the commutator is normalised by α: for one scale, D = I + αΔ, so [D, M] = DM − MD = α[Δ, M] exactly
 when α is shared by channels (and to first order in the spread of per-channel α). A position whose training
@@ -32,11 +33,18 @@ The probe commutator uses the same α = 0.1 in every run and needs no normalisat
 The mechanism test (does the commutator predict the accuracy gain over the baseline?): the points are
 (task, position) cells with the predictor's and the gain's seed means. Tasks differ in both (harder tasks,
 larger representations), so a correlation pooled across tasks can be made by the task alone (Simpson's
-paradox: no relation inside any task, yet ρ = −0.9 across tasks). The statistic is the mean over tasks of
-the within-task Spearman ρ, and its null distribution shuffles the positions only inside each task
-(`pdelra.results.stats.permutation_within_strata`), so a task effect cannot make an association; tasks with
-fewer than 3 positions carry no within-task information. The three predictors are one multiplicity family:
-Holm's adjustment (`stats.holm`) over them.
+paradox: no relation inside any task, yet ρ = −0.9 across tasks): the statistic is the mean over tasks of
+the within-task Spearman ρ. What is exchangeable under the null is the *positions*: the gain and the
+predictor are properties of a position, and a position's properties recur in every task. So the null
+distribution permutes the position labels jointly across tasks — one permutation of the seven positions
+applied to the gains of every task at once, all 7! = 5,040 of them (exact;
+`pdelra.results.stats.permutation_of_labels`) — and the evidence counts as seven points, not 35. (Shuffling
+positions independently inside each task treats the tasks as independent copies of the same seven positions:
+with position-level gains and predictors, unrelated, it read "reproduced" in 18.7 % of replications at a
+nominal 2.5 %.) The smallest p is then 1/5,040; a task with fewer than 3 positions adds no ρ. The test is
+two-sided: `p_value` = 2 · min(one-sided p's), the word follows the side (`reproduced` in the theory's
+direction, `contradicted` in the other), and Holm's adjustment (`stats.holm`) over the three predictors
+acts on that p, so a contradiction survives the adjustment exactly as a reproduction does.
 """
 
 from __future__ import annotations
@@ -229,24 +237,23 @@ def mechanism_points(diagnostics: pd.DataFrame, runs: pd.DataFrame | None) -> pd
     return table[[*columns, *(f"{c}_within" for c in [*PREDICTORS, "gain"])]]
 
 
-def _verdict(p_expected: float, p_opposite: float) -> str:
-    """reproduced / contradicted / inconclusive on the two-sided scale at stats.ALPHA; not run without p."""
-    if math.isnan(p_expected):
+def _verdict(p_value: float, side: int, expected: int) -> str:
+    """reproduced / contradicted / inconclusive from the two-sided p and the side the data fall on."""
+    if math.isnan(p_value):
         return "not run"
-    if p_expected < stats.ALPHA:
-        return "reproduced"
-    if p_opposite < stats.ALPHA:
-        return "contradicted"
-    return "inconclusive"
+    if p_value >= stats.ALPHA:
+        return "inconclusive"
+    return "reproduced" if side == expected else "contradicted"
 
 
 def mechanism_test(
     points: pd.DataFrame, resamples: int = RESAMPLES, seed: int = PERMUTATION_SEED
 ) -> pd.DataFrame:
     """One row per predictor: points, tasks with ≥ 3 positions, the statistic (mean within-task Spearman ρ
-    of predictor and gain), the one-sided p in the expected direction, `p_value` = min(1, 2·that) and its
-    opposite, Holm-adjusted `p_adjusted` over the predictors, `verdict_unadjusted`, `verdict` (Holm) and a
-    plain-words `answer`."""
+    of predictor and gain), the one-sided p in the expected direction, the two-sided `p_value`, the number
+    of permutations, Holm-adjusted `p_adjusted` over the predictors, `verdict_unadjusted`, `verdict` (Holm)
+    and a plain-words `answer`. Positions are permuted jointly across tasks (exact up to 8 positions;
+    `resamples` random permutations beyond)."""
     import pandas as pd
 
     rows = []
@@ -255,53 +262,56 @@ def mechanism_test(
         sizes = usable.groupby("task").size()
         tasks = int((sizes >= 3).sum())
         statistic = p_greater = p_less = math.nan
+        permutations = 0
         if tasks:
-            statistic, p_greater, p_less = stats.permutation_within_strata(
-                usable[predictor], usable["gain"], usable["task"], resamples, seed
+            statistic, p_greater, p_less, permutations = stats.permutation_of_labels(
+                usable[predictor], usable["gain"], usable["task"], usable["variant"], resamples, seed
             )
         one_sided = p_less if expected < 0 else p_greater
-        other = p_greater if expected < 0 else p_less
         rows.append(
             {
                 "predictor": predictor,
                 "description": description,
                 "expected_sign": "+" if expected > 0 else "−",
                 "points": int(sizes[sizes >= 3].sum()) if tasks else 0,
+                "positions": int(usable[usable["task"].map(sizes) >= 3]["variant"].nunique()) if tasks else 0,
                 "tasks": tasks,
                 "statistic": statistic,
                 "p_one_sided": one_sided,
-                "p_value": min(1.0, 2 * one_sided) if tasks else math.nan,
-                "p_opposite": min(1.0, 2 * other) if tasks else math.nan,
-                "resamples": resamples,
+                "p_value": min(1.0, 2 * min(p_greater, p_less)) if tasks else math.nan,
+                "side": (1 if p_greater <= p_less else -1) if tasks else 0,  # where the data fall
+                "permutations": permutations,
             }
         )
     table = pd.DataFrame(rows)
     table["p_adjusted"] = stats.holm(table["p_value"].tolist())
-    table["p_opposite_adjusted"] = stats.holm(table["p_opposite"].tolist())
+    expected_side = [PREDICTORS[p][1] for p in table["predictor"]]
     table["verdict_unadjusted"] = [
-        _verdict(a, b) for a, b in zip(table["p_value"], table["p_opposite"], strict=True)
+        _verdict(p, side, e)
+        for p, side, e in zip(table["p_value"], table["side"], expected_side, strict=True)
     ]
     table["verdict"] = [
-        _verdict(a, b) for a, b in zip(table["p_adjusted"], table["p_opposite_adjusted"], strict=True)
+        _verdict(p, side, e)
+        for p, side, e in zip(table["p_adjusted"], table["side"], expected_side, strict=True)
     ]
     table["answer"] = [
-        _answer(v, t, a, o)
-        for v, t, a, o in zip(
-            table["verdict"], table["tasks"], table["p_adjusted"], table["p_opposite_adjusted"], strict=True
+        _answer(v, t, k, a)
+        for v, t, k, a in zip(
+            table["verdict"], table["tasks"], table["positions"], table["p_adjusted"], strict=True
         )
     ]
-    return table
+    return table.drop(columns="side")
 
 
-def _answer(verdict: str, tasks: int, p_adjusted: float, p_opposite: float) -> str:
+def _answer(verdict: str, tasks: int, positions: int, p_adjusted: float) -> str:
     """The verdict in words, with the Holm-adjusted p it rests on."""
     if verdict == "not run":
         return "not run: no task has 3 positions with this predictor and a baseline"
     if verdict == "reproduced":
         return f"yes: within-task association in the predicted direction (Holm p = {p_adjusted:.3f})"
     if verdict == "contradicted":
-        return f"no: within-task association in the opposite direction (Holm p = {p_opposite:.3f})"
-    return f"no evidence within {tasks} task(s) (Holm p = {p_adjusted:.2f})"
+        return f"no: within-task association in the opposite direction (Holm p = {p_adjusted:.3f})"
+    return f"no evidence from {positions} positions in {tasks} task(s) (Holm p = {p_adjusted:.2f})"
 
 
 def mechanism_claims(
@@ -328,9 +338,10 @@ def mechanism_claims(
                 "n": row.points,
                 "p_value": row.p_value,
                 "verdict_unadjusted": row.verdict_unadjusted,
-                "method": f"permutation test shuffling positions within each task ({row.resamples} "
-                "resamples), one-sided in the expected direction, doubled",
-                "detail": f"{row.points} (task, position) points in {row.tasks} task(s); {row.description}",
+                "method": "permutation test of the position labels, jointly across tasks "
+                f"({row.permutations} permutations), two-sided",
+                "detail": f"{row.points} (task, position) points: {row.positions} positions in {row.tasks} "
+                f"task(s); {row.description}",
             }
         )
     return pd.DataFrame(rows)

@@ -16,7 +16,9 @@ PhysQK-AD's LM (`lm_runs.csv`, `lm_dynamics.csv`; pdelra.lm):
 
 Continuous-Time Attention (`runs.csv`, `cost.csv`; grid `cta`, pseudo-time steps as settings `stepsN`):
 - `cta_type_steps`: test accuracy per task × PDE type × steps and its paired difference to the baseline
-  (`none`, h1, base), plus the baseline's own row — only for tasks that have CTA runs;
+  (`none`, h1, base), plus the baseline's own row — only for tasks that have CTA runs; each row's epoch
+  budget (`max_epochs`, the largest configured over its runs) and the most epochs a run trained, since a
+  steps setting may train for another budget than the default steps' runs (the demo's do);
 - `cta_cost`: step time and peak memory with their overhead over the baseline, and each type's attention
   memory class (reaction–diffusion materialises the L × L matrix: O(L²); the others stay fused: O(L));
 - `cta_operator_comparison` (grid `cta_lra`, setting `official`): on each LRA task with runs of the authors'
@@ -118,6 +120,8 @@ CTA_COLUMNS = (
     "scale",
     "setting",
     "pseudo_time_steps",
+    "max_epochs",
+    "max_epochs_run",
     "n",
     "n_runs",
     *_ci("test_accuracy"),
@@ -204,6 +208,11 @@ def _no_difference(name: str) -> dict[str, Any]:
 def _difference(name: str, own: pd.DataFrame, reference: pd.DataFrame, column: str) -> dict[str, Any]:
     estimate = paired(_by_seed(own, column), _by_seed(reference, column))
     return _columns(name, estimate) | {"delta_method": estimate.method}
+
+
+def _largest(rows: pd.DataFrame, column: str) -> float:
+    """The largest `column` over `rows`; NaN without values or the column (older runs.csv files)."""
+    return float(rows[column].max()) if column in rows.columns and rows[column].notna().any() else math.nan
 
 
 def pseudo_time_steps(setting: str) -> float:
@@ -388,6 +397,8 @@ def cta_table(runs: pd.DataFrame | None) -> pd.DataFrame:
             "scale": scale,
             "setting": setting,
             "pseudo_time_steps": math.nan if variant == BASELINE else pseudo_time_steps(setting),
+            "max_epochs": _largest(group, "max_epochs"),
+            "max_epochs_run": _largest(own, "epochs"),
             "n": accuracy.n,
             "n_runs": len(group),
             **_columns("test_accuracy", accuracy),

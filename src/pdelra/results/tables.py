@@ -734,9 +734,11 @@ def provenance_summary(runs: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(columns=["item", "value"])
     items: list[tuple[str, Any]] = [("runs", len(runs))]
     items += [(f"status {s}", int(n)) for s, n in runs["status"].value_counts().sort_index().items()]
-    items += [(f"{key}s", int(runs[key].nunique())) for key in ("task", "variant", "scale", "setting")]
+    # Every extent is a count ("seeds 1", not the demo's lone seed "0", which read as no seeds), then the ids.
+    extents = ("task", "variant", "scale", "setting", "seed")
+    items += [(f"{key}s", int(runs[key].nunique())) for key in extents]
     items += [
-        ("seeds", ", ".join(map(str, sorted(runs["seed"].unique())))),
+        ("seed ids", ", ".join(map(str, sorted(runs["seed"].unique())))),
         ("code versions", _distinct(runs["code_version"])),
         ("devices", _distinct(runs["device"])),
         ("config hashes", int(runs["config_hash"].nunique())),

@@ -394,6 +394,9 @@ class _Trainer:
             "stop_reason": st.stop_reason,
             "test_accuracy": test_accuracy,
             "test_loss": finite_or_none(test_loss),
+            "n_test": len(
+                self.splits["test"].labels
+            ),  # the accuracy's resolution (the claims' variance floor)
             "best_val_accuracy": st.best_val_accuracy,
             "best_epoch": st.best_epoch,
             "epochs_run": len(st.history),

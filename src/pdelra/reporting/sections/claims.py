@@ -9,15 +9,26 @@ from typing import TYPE_CHECKING
 from pdelra.reporting import style
 from pdelra.reporting.io import save_table, show_figure
 from pdelra.reporting.sections import Report, say
-from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS, headline
+from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS, headline, what_would_decide
 
 if TYPE_CHECKING:
     import pandas as pd
 
 SIGN_PREFIX = "table11_sign_"
-# The headline table's header: claim_id, claim, paper_effect, effect [ci_low, ci_high], n, verdict, size,
-# p_adjusted of claims.csv.
-HEADLINE_HEADER = ("claim", "statement", "paper", "ours [95 % CI]", "n", "verdict", "size", "p (adjusted)")
+# The headline table's header: claim_id, claim, paper_effect, effect [ci_low, ci_high], unit, n, verdict,
+# size, p_adjusted of claims.csv, and what would decide an undecided claim (from its power columns).
+HEADLINE_HEADER = (
+    "claim",
+    "statement",
+    "paper",
+    "ours [95 % CI]",
+    "unit",
+    "n",
+    "verdict",
+    "size",
+    "p (adjusted)",
+    "what would decide it",
+)
 
 
 def render(report: Report) -> None:
@@ -32,7 +43,7 @@ def render(report: Report) -> None:
         "claims",
         "Every claim with our effect, 95 % CI over seeds, n, verdict (Holm-adjusted within its family) "
         "and size",
-        formats={c: style.effect for c in ("paper_effect", "effect", "ci_low", "ci_high")},
+        printed=_printed(table),  # formatted as style formats effects; the CSV keeps full precision
     )
     counts = table["verdict"].value_counts()
     say(f"{len(table)} claims: " + ", ".join(f"**{counts.get(v, 0)}** {v}" for v in VERDICTS) + ".")
@@ -53,6 +64,33 @@ def render(report: Report) -> None:
     _sign_grid(table[table["claim_id"].str.startswith(SIGN_PREFIX)])
 
 
+# claims.csv's columns as printed (claims.md, claims.tex and so paper-tables.pdf): what a reader needs of
+# its 21, the statement with its source and the effect with its interval in one cell each, so that the
+# table is legible on a page. The CSV keeps them all.
+PRINTED_HEADER = ("claim", "statement (source)", "unit", "paper", "ours [95 % CI]", "n", "verdict", "size",
+                  "p (adjusted)")  # fmt: skip
+
+
+def _printed(table: pd.DataFrame) -> pd.DataFrame:
+    import pandas as pd
+
+    rows = [
+        (
+            c["claim_id"],
+            f"{c['claim']} ({c['source']})" if isinstance(c["source"], str) else c["claim"],
+            c["unit"],
+            style.effect(c["paper_effect"]),
+            _effect_ci(c),
+            style.number(c["n"], "{:.0f}"),
+            c["verdict"],
+            c["size"] if isinstance(c["size"], str) else style.MISSING,
+            style.number(c["p_adjusted"], "{:.3g}"),
+        )
+        for _, c in table.iterrows()
+    ]
+    return pd.DataFrame(rows, columns=list(PRINTED_HEADER))
+
+
 def _claims_html(head: pd.DataFrame) -> str:
     """The headline claims as an HTML table, the verdict cell in its colour."""
     rows = []
@@ -62,11 +100,13 @@ def _claims_html(head: pd.DataFrame) -> str:
             f"<td>{html.escape(str(c['claim']))}</td>",
             f'<td style="text-align:right">{style.effect(c["paper_effect"])}</td>',
             f'<td style="text-align:right">{_effect_ci(c)}</td>',
+            f"<td>{html.escape(str(c['unit']))}</td>",
             f'<td style="text-align:right">{int(c["n"])}</td>',
             f'<td style="background:{style.verdict_colour(c["verdict"])};font-weight:bold">'
             f"{html.escape(str(c['verdict']))}</td>",
             f"<td>{html.escape(str(c['size'])) if isinstance(c['size'], str) else style.MISSING}</td>",
             f'<td style="text-align:right">{style.number(c["p_adjusted"], "{:.3g}")}</td>',
+            f"<td>{html.escape(what_would_decide(c))}</td>",
         ]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     head_row = "".join(f"<th>{html.escape(label)}</th>" for label in HEADLINE_HEADER)

@@ -68,7 +68,8 @@ def _figure(report: Report) -> None:
     ]
     fig, ax = plt.subplots(figsize=(7.5, 0.35 * len(d) + 1.8))
     y = np.arange(len(d))
-    ax.barh(y, d["mean"], color=style.ours_colour(), xerr=d["std"].fillna(0).to_numpy(), capsize=3)
+    ax.barh(y, d["mean"], color=style.ours_colour())
+    style.std_bars(ax, y, d["mean"], d["std"], d["n"].fillna(0), capsize=3, horizontal=True)
     ax.set_yticks(y, labels)
     ax.axvline(0, color="black", linewidth=0.8)
     ax.set_xlabel("median step-time overhead over the baseline, same seed (%)")

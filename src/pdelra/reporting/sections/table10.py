@@ -67,7 +67,8 @@ def _figure6(report: Report, comp: pd.DataFrame) -> None:
         d = per_task[per_task["task"] == task].set_index("variant").reindex(list(style.VARIANTS))
         x = np.arange(len(d))
         colours = [style.BASELINE_COLOUR if v == "none" else style.ours_colour() for v in d.index]
-        ax.bar(x, d["mean"].fillna(0), yerr=d["std"].fillna(0), color=colours, capsize=2)
+        ax.bar(x, d["mean"].fillna(0), color=colours)
+        style.std_bars(ax, x, d["mean"], d["std"], d["n"].fillna(0))
         ax.scatter(x, d["paper"], marker=style.PAPER_MARKER, s=22, color=style.PAPER_COLOUR, zorder=3)
         ax.set_xticks(x, [style.variant_label(v) for v in d.index], rotation=60, ha="right", fontsize="small")
         ax.set_title(style.task_label(task))
@@ -75,7 +76,7 @@ def _figure6(report: Report, comp: pd.DataFrame) -> None:
         ax.set_ylim(max(0.0, lo - 0.1), None)
     axes[0][0].set_ylabel("test accuracy")
     key = [
-        Patch(color=style.ours_colour(), label="ours (mean ± std over seeds)"),
+        Patch(color=style.ours_colour(), label="ours (mean; ± std over seeds where n ≥ 2)"),
         Patch(color=style.BASELINE_COLOUR, label="baseline (ours)"),
         Line2D([], [], marker=style.PAPER_MARKER, color=style.PAPER_COLOUR, linestyle="none", label="paper"),
     ]
@@ -87,8 +88,8 @@ def _figure6(report: Report, comp: pd.DataFrame) -> None:
         fig,
         report.out_dir,
         "figure6_per_task",
-        "Figure 6: test accuracy per task and position, ours (bars, ± std) with the paper's values "
-        "(diamonds)",
+        "Figure 6: test accuracy per task and position, ours (bars: mean; error bars: ± std over seeds, "
+        "none where a bar has one seed) with the paper's values (diamonds)",
     )
 
 

@@ -40,15 +40,8 @@ def _figure3(report: Report, t6: pd.DataFrame) -> None:
     fig, ax = plt.subplots(figsize=(8, 4.8))
     y = np.arange(len(d))
     colours = [style.BASELINE_COLOUR if v == "none" else style.ours_colour() for v in d["variant"]]
-    ax.barh(
-        y - 0.2,
-        d["mean"].fillna(0),
-        height=0.4,
-        xerr=d["std"].fillna(0),
-        color=colours,
-        capsize=3,
-        label="ours (mean ± std)",
-    )
+    ax.barh(y - 0.2, d["mean"].fillna(0), height=0.4, color=colours, label="ours (mean; ± std where n ≥ 2)")
+    style.std_bars(ax, y - 0.2, d["mean"], d["std"], d["n"].fillna(0), capsize=3, horizontal=True)
     ax.barh(y + 0.2, d["paper"], height=0.4, color="#f4a582", label="paper (Table 6)")
     ax.set_yticks(y, d["variant"].map(style.variant_label))
     ns = sorted(set(d.loc[d["mean"].notna(), "n"]))
@@ -61,6 +54,7 @@ def _figure3(report: Report, t6: pd.DataFrame) -> None:
         fig,
         report.out_dir,
         "figure3_average",
-        "Figure 3: LRA average accuracy per position, ours (error bars = std over seeds) and the paper's; "
+        "Figure 3: LRA average accuracy per position, ours (error bars = std over seeds, none with one "
+        "seed) and the paper's; "
         "a position without a result on every task has no bar",
     )

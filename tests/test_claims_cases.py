@@ -1,0 +1,258 @@
+"""The review's wrong verdicts and edge cases, each through `pdelra claims --tables`, as a user meets them.
+
+Every case writes the tables `pdelra aggregate` would (runs.csv, and diagnostics.csv or cta_official_runs.csv
+where the case needs one) into a folder and runs the command on it.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from test_aggregate import write_metrics
+from test_claims_reach import draw_runs, paper_truth
+from test_results_diagnostics import tables as mechanism_tables
+
+from pdelra import paper
+from pdelra.aggregate import aggregate
+from pdelra.cli import main
+from pdelra.results import claims as C
+from pdelra.results import stats
+
+
+def judged(tmp_path: Path, runs: pd.DataFrame, **others: pd.DataFrame) -> pd.DataFrame:
+    """claims.csv as `pdelra claims --tables DIR --out FILE` writes it, indexed by claim id."""
+    folder = tmp_path / "tables"
+    folder.mkdir(exist_ok=True)
+    runs.to_csv(folder / "runs.csv", index=False)
+    for name, frame in others.items():
+        frame.to_csv(folder / f"{name}.csv", index=False)
+    out = tmp_path / "claims.csv"
+    assert main(["claims", "--tables", str(folder), "--out", str(out)]) == 0
+    return pd.read_csv(out).set_index("claim_id")
+
+
+def paper_runs(seeds: int = 5, noise: float = 0.005, seed: int = 0) -> pd.DataFrame:
+    return draw_runs(paper_truth, np.random.default_rng(seed), seeds, noise)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The mechanism
+# ----------------------------------------------------------------------------------------------------------
+def test_a_contradicted_mechanism_survives_the_adjustment(tmp_path: Path) -> None:
+    """The commutator rising with the gain, position by position in every task: "contradicted" in
+    diagnostics_mechanism.csv and in claims.csv alike (it read "inconclusive, p = 1.0" there)."""
+    cells = {
+        (task, variant, seed): {"commutator": 1.0 + i, "branch": 1.0 + i, "reduction": 0.5, "gain": 0.01 * i}
+        for task in paper.TASKS
+        for i, variant in enumerate(paper.POSITIONS)
+        for seed in range(2)
+    }
+    diagnostics, runs = mechanism_tables(cells)
+    claims = judged(tmp_path, runs, diagnostics=diagnostics)
+    row = claims.loc["diagnostics_commutator_per_alpha"]
+    assert row["verdict"] == row["verdict_unadjusted"] == "contradicted"
+    assert row["p_value"] == pytest.approx(2 / math.factorial(len(paper.POSITIONS)))  # exact: 2 / 7!
+    assert row["p_adjusted"] < stats.ALPHA
+    assert "jointly across tasks (5040 permutations)" in row["method"]
+    from pdelra.results.diagnostics import mechanism_points, mechanism_test
+
+    table = mechanism_test(mechanism_points(diagnostics, runs)).set_index("predictor")
+    assert table.loc["commutator_per_alpha", "verdict"] == "contradicted"  # the same word in both tables
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Zero spread: no p-value is ever 0
+# ----------------------------------------------------------------------------------------------------------
+def test_runs_that_do_not_vary_never_give_p_zero(tmp_path: Path) -> None:
+    """Two seeds whose runs equal the paper's numbers exactly (no spread at all; 500 test examples): 41 claims
+    read "reproduced" and two "contradicted", all at p = 0. Floored at the binomial variance, none is
+    decided and no p is 0."""
+    runs = draw_runs(paper_truth, np.random.default_rng(0), 2, 0.0)
+    runs["test_accuracy"] = [
+        paper_truth(t, v, s) for t, v, s in zip(runs["task"], runs["variant"], runs["scale"], strict=True)
+    ]
+    runs["n_test"] = 500
+    claims = judged(tmp_path, runs)
+    ran = claims[claims["verdict"] != "not run"]
+    assert (ran["p_value"].dropna() > 0).all()
+    accuracy = ran[ran["unit"] == "accuracy"]
+    assert len(accuracy) > 40 and (accuracy["verdict"] == "inconclusive").all()
+    assert accuracy["method"].str.contains("variance floored").any()
+
+
+def test_a_constant_guess_is_not_certainty(tmp_path: Path) -> None:
+    """Every Pathfinder run at exactly 0.5 over 5 seeds: the pooled variance is floored at the test set's
+    resolution, so the no-difference claims have a p above 0."""
+    runs = paper_runs()
+    runs.loc[runs["task"] == "pathfinder", "test_accuracy"] = 0.5
+    runs["n_test"] = 200
+    claims = judged(tmp_path, runs)
+    pathfinder = claims[claims.index.str.endswith("_pathfinder")]
+    assert (pathfinder["p_value"] > 0).all()
+    assert (claims["p_value"].dropna() > 0).all()
+
+
+def test_on_a_coarse_test_set_two_seeds_hold_the_level() -> None:
+    """n = 2, accuracies drawn on a 100-example test set (binomial), no true difference: a directional claim
+    read "reproduced" in 5.5 % (nominal 2.5 %) without a floor."""
+    rng = np.random.default_rng(8)
+    claim = next(c for c in C.paper_claims() if c.claim_id == "table11_sign_after_embedding_listops")
+    replications, false = 600, 0
+    for _ in range(replications):
+        rows = [
+            {"task": "listops", "variant": v, "scale": "h1", "setting": "base", "seed": s,
+             "status": "completed", "test_accuracy": rng.binomial(100, 0.4) / 100, "n_test": 100}
+            for v in ("none", "after_embedding") for s in range(2)
+        ]  # fmt: skip
+        false += C.judge(claim, C.RunIndex(pd.DataFrame(rows)))["verdict_unadjusted"] == "reproduced"
+    print(f"n = 2, 100 test examples, null: false reproduced {false / replications:.4f}")
+    assert false / replications <= stats.ALPHA / 2 + 2 * math.sqrt(0.025 * 0.975 / replications)
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Margins, devices, sizes, p-values
+# ----------------------------------------------------------------------------------------------------------
+def test_the_perplexity_margin_is_relative_to_our_own_reference(tmp_path: Path) -> None:
+    """Our perplexity ≈ 25, reaction–diffusion 0.41 % above diffusion: within 1 % of our reference, so
+    "equal to diffusion" is not contradicted (the margin was 1 % of the published 2.15, i.e. ±0.0215)."""
+    rng = np.random.default_rng(2)
+    rows = []
+    for seed in range(5):
+        for variant, value in (
+            ("cta_official_diffusion", 25.0),
+            ("cta_official_reaction_diffusion", 25.1025),
+        ):
+            rows.append(
+                {"task": "wikitext103", "variant": variant, "scale": "h1", "setting": "steps4", "seed": seed,
+                 "status": "completed", "best_val_perplexity": value + 0.01 * seed + rng.normal(0, 0.005)}
+            )  # fmt: skip
+    claims = judged(tmp_path, paper_runs(), cta_official_runs=pd.DataFrame(rows))
+    row = claims.loc["cta_official_type_reaction_diffusion"]
+    assert row["verdict_unadjusted"] == "reproduced", row["detail"]
+    assert "TOST within ±0.25" in row["method"]
+
+
+def test_cost_claims_compare_runs_on_one_device_type(tmp_path: Path) -> None:
+    """After MLP's runs on another (faster) card: the cost claim is inconclusive, and says why."""
+    runs = paper_runs()
+    faster = runs["variant"] == "after_mlp"
+    runs.loc[faster, "device"] = "cuda:NVIDIA H200"
+    runs.loc[faster, "median_step_time_s"] /= 2
+    row = judged(tmp_path, runs).loc["cost_after_embedding_below_after_mlp"]
+    assert row["verdict"] == "inconclusive" and math.isnan(row["p_value"])
+    assert "step times from different devices (cuda, cuda:NVIDIA H200)" in row["detail"]
+
+
+def test_every_p_value_follows_the_documented_rule(tmp_path: Path) -> None:
+    """p_value < 5 % exactly when the unadjusted word is reproduced or contradicted, for every claim,
+    including an inconclusive order (it reported the smallest adjusted pair p, 1.8e−05)."""
+    runs = paper_runs(seeds=3, noise=0.02, seed=3)
+    claims = judged(tmp_path, runs)
+    decided = claims["verdict_unadjusted"].isin(["reproduced", "contradicted"])
+    ran = claims["p_value"].notna()
+    assert ((claims.loc[ran, "p_value"] < stats.ALPHA) == decided[ran]).all()
+    order = claims.loc["position_order"]
+    assert order["verdict_unadjusted"] != "inconclusive" or order["p_value"] >= stats.ALPHA
+
+
+def test_the_primary_claims_are_one_family(tmp_path: Path) -> None:
+    claims = judged(tmp_path, paper_runs())
+    primary = claims[claims["family"] == "primary"]
+    assert len(primary) == 3 and (primary["adjustment"] == "Holm within the 3 primary claims").all()
+    assert (primary["p_adjusted"] >= primary["p_value"]).all()
+
+
+def test_every_claim_says_what_would_decide_it(tmp_path: Path) -> None:
+    """The power columns: a detectable effect, the power at the paper's effect and the seeds for 80 %."""
+    claims = judged(tmp_path, paper_runs(seeds=3, noise=0.01))
+    row = claims.loc["table11_sign_after_mlp_listops"]  # +1.56 pp: undecided at 3 seeds and 1 pp
+    assert 0 < row["detectable_effect"] < 0.1 and 0 <= row["power_at_paper"] < 1
+    assert row["seeds_needed"] > 3
+    assert row["power_level"] < stats.ALPHA  # the Holm step's own level, not 5 %
+    assert claims.loc["after_embedding_gain", "power_at_paper"] > 0.95
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Runs that are not what they should be
+# ----------------------------------------------------------------------------------------------------------
+def test_duplicate_runs_are_refused_by_name(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    runs = paper_runs()
+    copy = runs[runs["variant"] == "after_embedding"].assign(test_accuracy=0.0)  # 5 tasks + 3 scales: 40
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    pd.concat([runs, copy]).to_csv(folder / "runs.csv", index=False)
+    assert main(["claims", "--tables", str(folder), "--out", str(tmp_path / "c.csv")]) == 1
+    assert "lists 40 run(s) more than once: listops/after_embedding/h1/base/seed0" in caplog.text
+    assert not (tmp_path / "c.csv").exists()
+
+
+def test_a_diverged_run_counts_against_its_method(tmp_path: Path) -> None:
+    """After Embedding diverging on 3 of 5 Pathfinder seeds, +10 pp on the two that finished: dropped, the
+    two read "reproduced"; counted at chance (0.5), the gain is not reproduced."""
+    runs = paper_runs()
+    cell = (runs["task"] == "pathfinder") & (runs["variant"] == "after_embedding")
+    runs.loc[cell & (runs["seed"] < 3), ["status", "test_accuracy"]] = ["diverged", math.nan]
+    row = judged(tmp_path, runs).loc["table11_sign_after_embedding_pathfinder"]
+    assert row["verdict"] != "reproduced" and row["effect"] < 0
+    assert (
+        row["n"] == 5
+        and "3 diverged run(s) of After Embedding on PathFinder counted at chance" in row["detail"]
+    )
+
+
+def test_edge_cases_get_a_note_not_a_traceback(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A NaN seed, an unknown variant (a typo), a task with one seed and a missing seed."""
+    runs = paper_runs()
+    first = runs[(runs["task"] == "listops") & (runs["variant"] == "none") & (runs["seed"] == 4)].index
+    runs.loc[first, "seed"] = math.nan  # a ListOps baseline run
+    runs = runs[~((runs["task"] == "pathfinder") & (runs["seed"] > 0))]  # Pathfinder: one seed
+    runs = runs[~((runs["task"] == "text") & (runs["variant"] == "after_mlp") & (runs["seed"] == 3))]
+    typo = runs["variant"] == "between_layers"
+    runs.loc[typo, "variant"] = "between_layer"
+    with caplog.at_level(logging.WARNING):
+        claims = judged(tmp_path, runs)
+    assert "variant(s) between_layer (no claim names them)" in caplog.text
+    layer = claims.loc["table11_sign_between_layers_text"]
+    assert layer["verdict"] == "not run" and "the runs table has variant(s) between_layer" in layer["detail"]
+    base = claims.loc["table11_sign_after_embedding_listops"]
+    assert "a run without a seed left out" in base["detail"]
+    gain = claims.loc["after_embedding_gain"]
+    assert gain["n"] == 1 and "Baseline on PathFinder lacks seed(s) 1, 2, 3, 4" in gain["detail"]
+    assert "only 1 usable seed(s)" in gain["detail"]
+    mlp = claims.loc["table11_sign_after_mlp_text"]
+    assert mlp["n"] == 4 and "After MLP on Text lacks seed(s) 3" in mlp["detail"]
+
+
+# ----------------------------------------------------------------------------------------------------------
+# The command changes nothing of the workflow's, and agrees with it
+# ----------------------------------------------------------------------------------------------------------
+def test_claims_prints_the_workflows_table_byte_for_byte(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    runs = tmp_path / "runs"
+    rng = np.random.default_rng(5)
+    files = [
+        write_metrics(
+            runs,
+            task,
+            variant,
+            "h1",
+            seed,
+            float(0.5 + rng.normal(0, 0.013)),
+            step_time=0.1 + 0.01 * rng.random(),
+        )
+        for task in ("listops", "text")
+        for variant in ("none", "after_embedding", "between_layers", "across_heads")
+        for seed in range(3)
+    ]
+    aggregate(files, tmp_path / "tables")
+    written = (tmp_path / "tables" / "claims.csv").read_bytes()
+    capsys.readouterr()
+    assert main(["claims", "--tables", str(tmp_path / "tables")]) == 0
+    assert capsys.readouterr().out.encode() == written
+    assert (tmp_path / "tables" / "claims.csv").read_bytes() == written  # untouched without --out
