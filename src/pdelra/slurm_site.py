@@ -82,11 +82,6 @@ def runtime_warnings(config: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def site_resources(resources: Mapping[str, Any]) -> dict[str, Any]:
-    """The site options set in a resources section (SITE_KEYS), as Snakemake resources."""
-    return {key: resources[key] for key in SITE_KEYS if resources.get(key) is not None}
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Slurm's answers
 # ---------------------------------------------------------------------------------------------------------

@@ -226,16 +226,18 @@ def cpu_site_options():
 # The data writers stream to disk (pdelra.data.store.ArrayWriter): 8 GB and 4 h are a generous estimate for
 # the 7.7 GB LRA archive, not a measurement; --set-resources RULE:mem_mb=... changes them.
 PREPARE_AS_JOBS = config["cluster"]["prepare_as_jobs"]
+PREPARE_MEM_MB, PREPARE_MINUTES = 8000, 240
 
 
 def prepare_resources():
     if not PREPARE_AS_JOBS:
         return {}  # runs locally: nothing to ask Slurm for, and nothing to take from a local pool
-    return {"gpu": 0, "cpus_per_task": 1, "mem_mb": 8000, "runtime": runtime_of(lambda wildcards: {"runtime": 240}),
-            **cpu_site_options()}  # fmt: skip
+    runtime = declared(lambda wildcards, attempt: capped_runtime(PREPARE_MINUTES, attempt))
+    return {"gpu": 0, "cpus_per_task": 1, "mem_mb": PREPARE_MEM_MB, "runtime": runtime, **cpu_site_options()}
 
 
-if _runtime_warnings := slurm_site.runtime_warnings(config):
+# Said once, by the Snakemake that plans the jobs (not again in each job's own Snakemake).
+if workflow.is_main_process and (_runtime_warnings := slurm_site.runtime_warnings(config)):
     print("Warning (runtime):\n" + "\n".join(f"  - {line}" for line in _runtime_warnings), file=sys.stderr)
 
 
