@@ -140,6 +140,7 @@ def _sbatch_option(argv: list[str], flag: str) -> str | None:
     return None
 
 
+@pytest.mark.slow  # one real training job and three rounds of the plugin's status checks: ~25-50 s
 def test_the_submitted_lines_carry_the_configs_requests_within_the_runtime_cap(tmp_path: Path):
     ws = make_workspace(tmp_path / "ws", _site_config())
     state = tmp_path / "slurm"
