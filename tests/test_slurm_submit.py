@@ -298,6 +298,8 @@ def test_preflight_names_placeholders_an_unknown_partition_and_a_silent_cluster(
         {"gpus": [("train", 5)]}, ["gpus", ACCOUNT], "sacct", 1440, run=_answers(PARTITIONS)
     )
     assert report.problems == ["partition 'gpus' (rules train) is not one of this cluster's: cpu, gpu"]
+    report = slurm_site.site_problems({"gpu,cpu": [("train", 5)]}, [], "sacct", 240, run=_answers(PARTITIONS))
+    assert report.problems == [] and report.warnings == [], report  # several partitions: each is checked
     report = slurm_site.site_problems(
         {"SET-YOUR-GPU-PARTITION": [("train", 5)]},
         ["SET-YOUR-GPU-PARTITION", "SET-YOUR-ACCOUNT"],

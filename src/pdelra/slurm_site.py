@@ -29,6 +29,7 @@ DEFAULT_MAX_RUNTIME = 1440  # minutes: 24 h, under the MaxTime of most GPU parti
 SITE_KEYS = ("slurm_partition", "constraint", "gpu_model", "qos", "slurm_extra")
 PLACEHOLDER = re.compile(r"SET-YOUR-[A-Z-]+")
 PROBE_TIMEOUT_S = 30
+SACCT_HINT = "; without Slurm accounting, use --slurm-status-command squeue"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -197,19 +198,21 @@ def site_problems(
         if failure and "not installed" in failure:
             report.problems.append(f"{failure}: run Snakemake on a Slurm login node")
         elif failure:
-            hint = "; without Slurm accounting, use --slurm-status-command squeue" * (probe[0] == "sacct")
-            report.problems.append(
-                f"`{' '.join(probe)}` failed ({failure}): no answer from the cluster" + hint
-            )
+            hint = SACCT_HINT if probe[0] == "sacct" else ""
+            report.problems.append(f"`{' '.join(probe)}` failed ({failure}): no answer from the cluster{hint}")
     sinfo, shown, conf = (answer for answer, _ in answers[:3])
     if sinfo is None or shown is None or placeholders:
         return report  # nothing more to compare against
     known = parse_partitions(shown)
-    cluster_mode = parse_config(conf or "").get("PreemptMode", "")
-    preempt_type = parse_config(conf or "").get("PreemptType", "")
+    settings = parse_config(conf or "")
+    cluster_mode, preempt_type = settings.get("PreemptMode", ""), settings.get("PreemptType", "")
     default = default_partition(sinfo)
-    for name, jobs in partitions.items():
-        jobs = list(jobs)
+    # A job may name several partitions ("gpu,gpu-long"): Slurm takes the first that can run it; check each.
+    by_partition: dict[str | None, list[tuple[str, int]]] = {}
+    for names, jobs in partitions.items():
+        for name in names.split(",") if names else [None]:
+            by_partition.setdefault(name, []).extend(jobs)
+    for name, jobs in by_partition.items():
         partition = name or default
         label = f"partition {partition}" + ("" if name else " (the site's default)")
         if partition is None or partition not in known:
