@@ -199,7 +199,8 @@ def site_problems(
             report.problems.append(f"{failure}: run Snakemake on a Slurm login node")
         elif failure:
             hint = SACCT_HINT if probe[0] == "sacct" else ""
-            report.problems.append(f"`{' '.join(probe)}` failed ({failure}): no answer from the cluster{hint}")
+            command = " ".join(probe)
+            report.problems.append(f"`{command}` failed ({failure}): no answer from the cluster{hint}")
     sinfo, shown, conf = (answer for answer, _ in answers[:3])
     if sinfo is None or shown is None or placeholders:
         return report  # nothing more to compare against
