@@ -22,6 +22,7 @@ from pdelra.aggregate import aggregate
 from pdelra.cli import main
 from pdelra.results import claims as C
 from pdelra.results import stats
+from pdelra.results.catalogue.paper import paper_claims
 
 
 def judged(tmp_path: Path, runs: pd.DataFrame, **others: pd.DataFrame) -> pd.DataFrame:
@@ -101,7 +102,7 @@ def test_on_a_coarse_test_set_two_seeds_hold_the_level() -> None:
     """n = 2, accuracies drawn on a 100-example test set (binomial), no true difference: a directional claim
     read "reproduced" in 5.5 % (nominal 2.5 %) without a floor."""
     rng = np.random.default_rng(8)
-    claim = next(c for c in C.paper_claims() if c.claim_id == "table11_sign_after_embedding_listops")
+    claim = next(c for c in paper_claims() if c.claim_id == "table11_sign_after_embedding_listops")
     replications, false = 600, 0
     for _ in range(replications):
         rows = [
@@ -256,3 +257,15 @@ def test_claims_prints_the_workflows_table_byte_for_byte(
     assert main(["claims", "--tables", str(tmp_path / "tables")]) == 0
     assert capsys.readouterr().out.encode() == written
     assert (tmp_path / "tables" / "claims.csv").read_bytes() == written  # untouched without --out
+
+
+def test_cells_trained_for_different_epoch_budgets_say_so(tmp_path: Path) -> None:
+    """CTA at 4 pseudo-time steps trained 2 epochs, the baseline 4: the gain mixes steps with epochs."""
+    runs = paper_runs()
+    runs["max_epochs"] = 4
+    cta = runs[runs["variant"] == "after_embedding"].assign(
+        variant="cta_diffusion", setting="steps4", max_epochs=2
+    )
+    row = judged(tmp_path, pd.concat([runs, cta])).loc["cta_diffusion_gain"]
+    assert "trained different epoch budgets (CTA diffusion (steps4): 2, Baseline: 4)" in row["detail"]
+    assert "epoch budgets" not in str(judged(tmp_path, runs).loc["after_embedding_gain", "detail"])

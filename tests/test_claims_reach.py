@@ -23,6 +23,7 @@ from pdelra import paper
 from pdelra.results import claims as C
 from pdelra.results import diagnostics as rd
 from pdelra.results import stats
+from pdelra.results.catalogue.paper import paper_claims
 
 SEED_SD = 0.005
 SETTINGS = ((5, 0.005), (5, 0.01), (3, 0.005), (3, 0.01))  # (seeds, per-run noise sd)
@@ -80,7 +81,7 @@ def simulate(seeds: int, noise: float, null: bool, replications: int) -> pd.Data
     truth = null_truth if null else paper_truth
     frames = []
     for rep in range(replications):
-        out = C.evaluate(draw_runs(truth, rng, seeds, noise, null), claims=C.paper_claims())
+        out = C.evaluate(draw_runs(truth, rng, seeds, noise, null), claims=paper_claims())
         frames.append(out.assign(rep=rep))
     return pd.concat(frames, ignore_index=True)
 

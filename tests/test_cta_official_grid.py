@@ -20,9 +20,9 @@ from pdelra.config_check import config_problems
 from pdelra.cta_official import OFFICIAL_VARIANTS
 from pdelra.reporting import cta_official_section as section
 from pdelra.reporting.io import read_artifacts
-from pdelra.results import claims as C
 from pdelra.results import cta_official as tables
 from pdelra.results.build import claims_table
+from pdelra.results.catalogue import cta
 
 PDE = "cta_official_diffusion"
 
@@ -96,13 +96,14 @@ def _by_id(frame: pd.DataFrame) -> dict[str, pd.Series]:
 
 
 def test_claims_judge_the_official_numbers_by_the_papers_rule() -> None:
-    # A clear +10 pp gain on AG News (official +11.6) → reproduced; SST-2 reversed → contradicted; IMDb with
-    # no effect (official +3) → inconclusive, its size smaller than claimed; characters: the official +0.76 pp
-    # is within ±1 pp, a no-difference claim judged around the official value → ours at it: reproduced by TOST.
+    # A clear +10 pp gain on AG News (official +11.6) → reproduced; SST-2 reversed → contradicted; IMDb
+    # with no effect (official +3) → inconclusive, its size smaller than claimed; characters: the official
+    # +0.76 pp is within ±1 pp, a no-difference claim judged around the official value → ours at it:
+    # reproduced by TOST.
     runs = _runs({"agnews": 0.10, "sst2": -0.05, "imdb_char": 0.0076})
     claims = _by_id(claims_table({"runs": pd.DataFrame(), "cta_official_runs": runs}))
     ours = {k: v for k, v in claims.items() if v["family"] == "cta_official"}
-    assert set(ours) == {c.claim_id for c in C.cta_official_claim_list()}
+    assert set(ours) == {c.claim_id for c in cta.cta_official_claim_list()}
     assert ours["cta_official_agnews"]["verdict"] == "reproduced"
     assert ours["cta_official_agnews"]["paper_effect"] == pytest.approx(0.116)
     assert ours["cta_official_agnews"]["effect"] == pytest.approx(0.10, abs=0.01)
@@ -118,9 +119,9 @@ def test_claims_judge_the_official_numbers_by_the_papers_rule() -> None:
 
 
 def test_claims_without_the_grid_are_not_run_and_one_seed_is_inconclusive() -> None:
-    rows = C.cta_official_claims(None)
+    rows = cta.cta_official_claims(None)
     assert rows and all(r["verdict_unadjusted"] == "not run" for r in rows)
-    one = _by_id(pd.DataFrame(C.cta_official_claims(_runs({"agnews": 0.10}, seeds=1))))
+    one = _by_id(pd.DataFrame(cta.cta_official_claims(_runs({"agnews": 0.10}, seeds=1))))
     assert one["cta_official_agnews"]["verdict_unadjusted"] == "inconclusive"
 
 

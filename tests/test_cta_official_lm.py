@@ -29,6 +29,7 @@ from pdelra.data.generate import generate
 from pdelra.data.store import load_split
 from pdelra.results import claims as C
 from pdelra.results import cta_official as tables
+from pdelra.results.catalogue import cta as cta_claims
 from pdelra.training.interrupts import EXIT_INTERRUPTED
 from pdelra.training.metrics import TIMING_FIELDS
 from pdelra.training.runconfig import RunConfigError
@@ -188,7 +189,7 @@ def test_the_grid_runs_the_official_ablations_at_the_official_recipe() -> None:
         + [(v, f"data{p}") for v in ("none", PDE) for p in ("0p1", "1", "5", "10")]
     )
     assert len(runs) == 16 * 5 and {r[0] for r in runs} == {"wikitext103"}
-    assert grid.steps_setting(grid.OFFICIAL_LM_STEPS) == C.CTA_OFFICIAL_LM_SETTING == "steps4"
+    assert grid.steps_setting(grid.OFFICIAL_LM_STEPS) == cta_claims.CTA_OFFICIAL_LM_SETTING == "steps4"
     rc = grid.lm_run_config(section, PDE, "data0p1", 2)
     assert (rc["model"]["cta_steps"], rc["train"]["data_fraction"], rc["seed"]) == (4, 0.001, 2)
     assert (rc["model"]["d_model"], rc["model"]["n_layers"], rc["model"]["n_heads"]) == (128, 2, 4)
@@ -248,10 +249,12 @@ PAPER_LIKE = {  # the published order: 4 < 2 < 1 steps, PDE < standard, wave abo
 def test_claims_read_the_lm_rows() -> None:
     # Table 5's reaction-diffusion = diffusion (2.15 both) is a no-difference claim, within 1 % of diffusion's
     # perplexity (±0.0215); advection-diffusion's 2.18 (+0.03) is outside it: a directional claim.
-    expected = {c.claim_id: c.expected for c in C.cta_official_claim_list() if isinstance(c, C.Difference)}
+    expected = {
+        c.claim_id: c.expected for c in cta_claims.cta_official_claim_list() if isinstance(c, C.Difference)
+    }
     assert expected["cta_official_type_reaction_diffusion"] == 0
     assert expected["cta_official_type_advection_diffusion"] == expected["cta_official_type_wave"] == 1
-    claims = {r["claim_id"]: r for r in C.cta_official_claims(_lm_runs(PAPER_LIKE, sd=0.001))}
+    claims = {r["claim_id"]: r for r in cta_claims.cta_official_claims(_lm_runs(PAPER_LIKE, sd=0.001))}
     assert claims["cta_official_type_advection_diffusion"]["verdict_unadjusted"] == "reproduced"  # above
     assert claims["cta_official_steps_order"]["verdict_unadjusted"] == "reproduced"
     assert claims["cta_official_wikitext103"]["verdict_unadjusted"] == "reproduced"
@@ -260,12 +263,14 @@ def test_claims_read_the_lm_rows() -> None:
     assert claims["cta_official_type_reaction_diffusion"]["verdict_unadjusted"] == "reproduced"  # equal
     # 0.015 above diffusion is still "equal" at this margin (it was "different" at the accuracy margin 0.01)
     close = {**PAPER_LIKE, ("cta_official_reaction_diffusion", "steps4"): 3.375}
-    rd = {r["claim_id"]: r for r in C.cta_official_claims(_lm_runs(close, sd=0.001))}
+    rd = {r["claim_id"]: r for r in cta_claims.cta_official_claims(_lm_runs(close, sd=0.001))}
     assert rd["cta_official_type_reaction_diffusion"]["verdict_unadjusted"] == "reproduced"
     reversed_ = {**PAPER_LIKE, (PDE, "steps1"): 3.30, (PDE, "steps4"): 3.49}
-    steps = {r["claim_id"]: r for r in C.cta_official_claims(_lm_runs(reversed_))}["cta_official_steps_order"]
+    steps = {r["claim_id"]: r for r in cta_claims.cta_official_claims(_lm_runs(reversed_))}[
+        "cta_official_steps_order"
+    ]
     assert steps["verdict_unadjusted"] == "contradicted"
-    assert all(r["verdict_unadjusted"] == "not run" for r in C.cta_official_claims(None))
+    assert all(r["verdict_unadjusted"] == "not run" for r in cta_claims.cta_official_claims(None))
 
 
 def test_lm_table_has_a_row_per_ablation_and_cell() -> None:

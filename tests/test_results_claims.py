@@ -18,6 +18,7 @@ from test_claims_reach import draw_runs
 from pdelra import paper
 from pdelra.results import claims as C
 from pdelra.results import stats
+from pdelra.results.catalogue import all_claims, physqk
 
 SEEDS = 5
 SEED_SD = 0.005  # the shared per-seed effect of a task (accuracy)
@@ -43,7 +44,7 @@ def test_a_scrambled_ranking_is_not_reproduced() -> None:
     middle = list(paper.POSITIONS[1:-1])[::-1]
     rank = {"after_embedding": 0, **{v: i + 1 for i, v in enumerate(middle)}, "after_attention": 6, "none": 3}
     runs = grid_runs(lambda t, v, s: 0.6 - 0.02 * rank[v], np.random.default_rng(0), noise=0.003)
-    claims = by_id(C.evaluate(runs))
+    claims = by_id(C.evaluate(runs, claims=all_claims()))
     order = claims["position_order"]
     assert order["verdict"] == "contradicted"
     assert "10 reversed" in order["detail"]
@@ -55,7 +56,7 @@ def test_a_scrambled_ranking_is_not_reproduced() -> None:
 def test_the_paper_order_with_clear_gaps_is_reproduced() -> None:
     rank = {v: i for i, v in enumerate(sorted(paper.POSITIONS, key=lambda v: -paper.TABLE6[v]))} | {"none": 3}
     runs = grid_runs(lambda t, v, s: 0.6 - 0.02 * rank[v], np.random.default_rng(1), noise=0.003)
-    order = by_id(C.evaluate(runs))["position_order"]
+    order = by_id(C.evaluate(runs, claims=all_claims()))["position_order"]
     assert order["verdict"] == "reproduced"
     assert order["effect"] == pytest.approx(1.0)
 
@@ -64,7 +65,7 @@ def test_multiscale_is_an_intersection_union_test_against_each_scale() -> None:
     """Multi beats h1 and h2 clearly but not h4: not reproduced, whichever scale has the best mean."""
     gain = {"h1": 0.0, "h2": 0.0, "h4": 0.019, "multi": 0.02}
     runs = grid_runs(lambda t, v, s: 0.4 + gain[s], np.random.default_rng(2), noise=0.002)
-    claims = by_id(C.evaluate(runs))
+    claims = by_id(C.evaluate(runs, claims=all_claims()))
     for variant in paper.TABLE12:
         row = claims[f"multiscale_gain_{variant}"]
         assert row["verdict_unadjusted"] == "inconclusive", row["detail"]
@@ -72,7 +73,7 @@ def test_multiscale_is_an_intersection_union_test_against_each_scale() -> None:
     all_clear = grid_runs(
         lambda t, v, s: 0.4 + (0.02 if s == "multi" else 0.0), np.random.default_rng(3), noise=0.002
     )
-    assert by_id(C.evaluate(all_clear))["multiscale_gain"]["verdict"] == "reproduced"
+    assert by_id(C.evaluate(all_clear, claims=all_claims()))["multiscale_gain"]["verdict"] == "reproduced"
 
 
 def test_size_is_judged_apart_from_direction() -> None:
@@ -89,7 +90,7 @@ def test_size_is_judged_apart_from_direction() -> None:
 
 def test_one_threshold_decides_no_difference() -> None:
     """A paper Δ of −0.0028 is inside the ±1 pp equivalence margin: a no-difference claim, not a loss."""
-    claims = {c.claim_id: c for c in C.all_claims()}
+    claims = {c.claim_id: c for c in all_claims()}
     assert claims["table11_sign_after_mlp_text"].expected == 0
     assert "no difference" in claims["table11_sign_after_mlp_text"].claim
     assert claims["table11_sign_after_embedding_listops"].expected == 1  # +2.22 pp
@@ -97,12 +98,12 @@ def test_one_threshold_decides_no_difference() -> None:
 
 
 def test_claims_are_the_papers_own() -> None:
-    ids = {c.claim_id for c in C.all_claims()}
+    ids = {c.claim_id for c in all_claims()}
     assert "cost_after_embedding_cheapest" not in ids  # Table 14 lists three configurations, not seven
     assert {"cost_after_embedding_below_after_mlp", "cost_multiscale_above_single"} <= ids
-    primary = {c.claim_id for c in C.all_claims() if c.family == "primary"}
+    primary = {c.claim_id for c in all_claims() if c.family == "primary"}
     assert primary == {"after_embedding_gain", "after_attention_loss", "multiscale_gain"}
-    assert {c.family for c in C.all_claims()} <= set(C.FAMILIES)
+    assert {c.family for c in all_claims()} <= set(C.FAMILIES)
 
 
 def test_adjusted_verdict_sits_beside_the_unadjusted_one() -> None:
@@ -134,7 +135,7 @@ def test_missing_cells_are_not_run_and_diverged_runs_count_at_chance() -> None:
     runs = runs[~((runs["variant"] == "after_mlp") & (runs["task"] == "image"))].copy()
     runs.loc[(runs["variant"] == "after_embedding") & (runs["seed"] == 0), "status"] = "diverged"
     runs.loc[(runs["variant"] == "after_embedding") & (runs["seed"] == 0), "test_accuracy"] = math.nan
-    claims = by_id(C.evaluate(runs))
+    claims = by_id(C.evaluate(runs, claims=all_claims()))
     assert claims["after_embedding_best"]["verdict"] == "not run"
     assert "After MLP on Image" in claims["after_embedding_best"]["detail"]
     gain = claims["after_embedding_gain"]
@@ -218,11 +219,11 @@ def test_physqk_ad_claims_on_constructed_lm_runs() -> None:
             for k, a in alpha.items()
         ]
     )  # fmt: skip
-    rows = {r["claim_id"]: r for r in C.lm_claims(lm, dynamics)}
+    rows = {r["claim_id"]: r for r in physqk.lm_claims(lm, dynamics)}
     assert rows["lm_physqk_ad_vs_mha"]["verdict_unadjusted"] == "reproduced"
     assert rows["lm_l1_most_convective"]["verdict_unadjusted"] == "reproduced"
     assert rows["lm_l1_alpha"]["verdict_unadjusted"] == "reproduced"  # within ± 0.05 of 0.44
     assert rows["lm_closed_layers"]["verdict_unadjusted"] == "reproduced"  # below 0.003
     assert rows["lm_l1_pe_above_1"]["verdict_unadjusted"] == "reproduced"
     assert all(r["family"] == "lm" for r in rows.values())
-    assert C.lm_claims(lm, None)[-1]["verdict_unadjusted"] == "not run"  # no dynamics: the layer claims
+    assert physqk.lm_claims(lm, None)[-1]["verdict_unadjusted"] == "not run"  # no dynamics: the layer claims

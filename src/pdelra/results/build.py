@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdelra.results import claims as claims_mod
+from pdelra.results.catalogue import all_claims, cta, physqk
 from pdelra.results.diagnostics import TABLES as DIAGNOSTICS_TABLES
 from pdelra.results.related import TABLES as RELATED_TABLES
 from pdelra.results.tables import COMPARISON_TABLES
@@ -50,12 +51,10 @@ def claims_table(inputs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     runs = inputs.get("runs", pd.DataFrame())
     diag = inputs.get("diagnostics", pd.DataFrame())
     mechanism = diagnostics.mechanism_claims(diag, runs)
-    official = claims_mod.cta_official_claims(inputs.get("cta_official_runs"))  # CTA's own experiments
+    lm = physqk.lm_claims(inputs.get("lm_runs"), inputs.get("lm_dynamics"))
+    official = cta.cta_official_claims(inputs.get("cta_official_runs"))  # CTA's own experiments
     return claims_mod.evaluate(
-        runs,
-        lm_runs=inputs.get("lm_runs"),
-        lm_dynamics=inputs.get("lm_dynamics"),
-        extra_rows=[*mechanism.to_dict("records"), *official],
+        runs, claims=all_claims(), extra_rows=[*lm, *mechanism.to_dict("records"), *official]
     )
 
 

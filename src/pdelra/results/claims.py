@@ -1,4 +1,5 @@
-"""Every claim of the paper and of the related systems, typed once as data, and the rule that judges each.
+"""The engine that judges every claim: the claims' types and the rule for each (the claims themselves are
+data in `pdelra.results.catalogue`, one module per system).
 
 A claim compares *cells* of the grid — a cell is (variant, scale, setting) — through a per-seed value:
 test accuracy (averaged over the claim's tasks when there are several, as the paper's LRA average is), a
@@ -7,8 +8,9 @@ step-time overhead over the baseline in percent, or a language model's test loss
 - `Difference(a, b)`: mean over seeds of value(a) − value(b), with the sign the paper reports; a paper Δ
   within ± `EQUIVALENCE_MARGIN` (1 pp; the one threshold for "no difference") is a no-difference claim.
 - `Best(target, others)`: the target beats every other cell (`lowest=True`: every other beats it).
-- `PairOrder(cells)`: the cells come in the paper's order, pair by pair.
-- threshold claims (PhysQK-AD's per-layer values against a published number), built by `lm_claims`.
+- `PairOrder(cells, paper_values)`: the cells come in the paper's order, pair by pair.
+- threshold claims (PhysQK-AD's per-layer values against a published number), built by
+  `catalogue.physqk.lm_claims`.
 
 Procedures (95 %, i.e. `ALPHA` = 5 % two-sided, 2.5 % per direction; `pdelra.results.stats`):
 - **Accuracy differences use the design's power** (`pdelra.results.design`). Seeds are blocks shared by every
@@ -99,7 +101,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from pdelra import cta_official_grid, paper
+from pdelra import paper
 from pdelra.errors import UserError
 from pdelra.results import power, stats
 from pdelra.results.design import TaskNoise, task_noise
@@ -132,12 +134,6 @@ COST_UNIT = "pp of step time"
 # A paper Δ within this margin is "no difference", and a no-difference claim is reproduced when our 95 %
 # interval lies inside it: one threshold for both (1 percentage point of accuracy).
 EQUIVALENCE_MARGIN = 0.01
-# "L1 α ≈ 0.44" of PhysQK-AD read as within ± 0.05.
-L1_ALPHA_MARGIN = 0.05
-# Perplexity is no accuracy: a difference within 1 % of the reference cell's perplexity is "no difference",
-# the relative counterpart of the 1 pp margin. The paper's own reference decides which claims are
-# no-difference claims; our reference cell's perplexity sets the margin they are judged by.
-PERPLEXITY_MARGIN = 0.01
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not run")
 SIZES = ("as claimed", "smaller than claimed", "larger than claimed", "opposite sign")
@@ -313,195 +309,9 @@ def expected_direction(paper_effect: float, margin: float = EQUIVALENCE_MARGIN) 
     return 0 if abs(paper_effect) <= margin else (1 if paper_effect > 0 else -1)
 
 
-def _direction_word(delta: float) -> str:
+def direction_word(delta: float) -> str:
     e = expected_direction(delta)
     return "no difference (within ±1 pp)" if e == 0 else ("gain" if e > 0 else "loss")
-
-
-def paper_claims() -> tuple[Claim, ...]:
-    """The paper's claims. Every paper number comes from pdelra.paper; none is typed here.
-
-    Table 4's predicted order equals Table 6's measured one, so one order claim tests both.
-    """
-    avg = paper.TABLE6
-    order = sorted(paper.POSITIONS, key=lambda v: -avg[v])
-    positions = tuple(Cell(v) for v in paper.POSITIONS)
-    base = Cell("none")
-    listops = Metric(tasks=("listops",))
-    others = tuple(c for c in positions if c.variant != "after_embedding")
-    last_others = tuple(c for c in positions if c.variant != "after_attention")
-    claims: list[Claim] = [
-        Difference(
-            "after_embedding_gain",
-            "After Embedding beats the baseline on the LRA average (+4.07 pp)",
-            "abstract, Table 6",
-            "primary",
-            Cell("after_embedding"),
-            base,
-            avg["after_embedding"] - avg["none"],
-        ),
-        Difference(
-            "after_attention_loss",
-            "After Attention is below the baseline on the LRA average (−2.45 pp)",
-            "abstract, Table 6",
-            "primary",
-            Cell("after_attention"),
-            base,
-            avg["after_attention"] - avg["none"],
-        ),
-    ]
-    t12 = paper.TABLE12
-    singles = ("h1", "h2", "h4")
-
-    def pooled(scale: str) -> Pooled:
-        name = "multi-scale" if scale == "multi" else f"scale {scale}"
-        return Pooled(tuple(Cell(v, scale) for v in t12), f"{name} (mean of the three positions)")
-
-    pooled_paper = {s: sum(t12[v][s] for v in t12) / len(t12) for s in (*singles, "multi")}
-    claims.append(
-        Best(
-            "multiscale_gain",
-            "On ListOps, multi-scale diffusion beats every single scale (mean of the three positions)",
-            "abstract, Tables 7, 12",
-            "primary",
-            pooled("multi"),
-            tuple(pooled(s) for s in singles),
-            pooled_paper["multi"] - max(pooled_paper[s] for s in singles),
-            metric=listops,
-            gaps=tuple(pooled_paper["multi"] - pooled_paper[s] for s in singles),
-        )
-    )
-    claims += [
-        Best(
-            "after_embedding_best",
-            "After Embedding is the best of the seven positions on the LRA average",
-            "Table 6",
-            "ranking",
-            Cell("after_embedding"),
-            others,
-            avg["after_embedding"] - max(avg[c.variant] for c in others),
-            gaps=tuple(avg["after_embedding"] - avg[c.variant] for c in others),
-        ),
-        Best(
-            "after_attention_worst",
-            "After Attention is the worst of the seven positions on the LRA average",
-            "Table 6",
-            "ranking",
-            Cell("after_attention"),
-            last_others,
-            avg["after_attention"] - min(avg[c.variant] for c in last_others),
-            lowest=True,
-            gaps=tuple(avg[c.variant] - avg["after_attention"] for c in last_others),
-        ),
-        PairOrder(
-            "position_order",
-            "The seven positions rank as in Table 6 (= Table 4's prediction), pair by pair where the paper's "
-            "gap exceeds 1 pp; closer pairs are not separable here",
-            "Tables 4, 6",
-            "ranking",
-            tuple(Cell(v) for v in order),
-            tuple(avg[v] for v in order),
-        ),
-    ]
-    for variant, per_scale in t12.items():
-        best_single = max(per_scale[s] for s in singles)
-        claims.append(
-            Best(
-                f"multiscale_gain_{variant}",
-                f"On ListOps, multi-scale {paper.VARIANT_LABELS[variant]} beats each of its single scales",
-                "Tables 7, 12",
-                "multiscale",
-                Cell(variant, "multi"),
-                tuple(Cell(variant, s) for s in singles),
-                per_scale["multi"] - best_single,
-                metric=listops,
-                gaps=tuple(per_scale["multi"] - per_scale[s] for s in singles),
-            )
-        )
-    cost = Metric(
-        column="median_step_time_s",
-        tasks=("listops",),
-        overhead_vs=base,
-        higher_is_better=False,
-        unit=COST_UNIT,
-    )
-    t14 = paper.TABLE14
-    claims += [
-        Difference(
-            "cost_after_embedding_below_after_mlp",
-            "After Embedding costs less per step than After MLP (ListOps; +5.6 % vs +12.8 %)",
-            "Table 14",
-            "cost",
-            Cell("after_embedding"),
-            Cell("after_mlp"),
-            t14[("after_embedding", "h1")]["time_overhead_pct"]
-            - t14[("after_mlp", "h1")]["time_overhead_pct"],
-            metric=cost,
-            direction=-1,
-        ),
-        Difference(
-            "cost_multiscale_above_single",
-            "Multi-scale After Embedding costs more per step than single-scale (ListOps; +18.4 % vs +5.6 %)",
-            "Table 14",
-            "cost",
-            Cell("after_embedding", "multi"),
-            Cell("after_embedding"),
-            t14[("after_embedding", "multi")]["time_overhead_pct"]
-            - t14[("after_embedding", "h1")]["time_overhead_pct"],
-            metric=cost,
-            direction=1,
-        ),
-    ]
-    for variant, per_task in paper.TABLE11.items():
-        for task, cell in per_task.items():
-            claims.append(
-                Difference(
-                    f"table11_sign_{variant}_{task}",
-                    f"{paper.VARIANT_LABELS[variant]} vs baseline on {paper.TASK_LABELS[task]}: "
-                    f"{_direction_word(cell['delta'])}",
-                    "Table 11",
-                    "table11",
-                    Cell(variant),
-                    base,
-                    cell["delta"],
-                    metric=Metric(tasks=(task,)),
-                )
-            )
-    return tuple(claims)
-
-
-CTA_TYPES = ("cta_diffusion", "cta_wave", "cta_reaction_diffusion", "cta_advection_diffusion")
-CTA_CLAIM_SETTING = "steps4"
-
-
-def cta_claims() -> tuple[Claim, ...]:
-    """Continuous-Time Attention's abstract: PDE-evolved attention gives "consistent gains over standard
-    Transformers". No number is published, so the direction (+) is the claim, per PDE type (the official
-    code's ablation has all four, advection–diffusion included), on the LRA average at 4 pseudo-time steps."""
-    return tuple(
-        Difference(
-            f"cta_{t.removeprefix('cta_')}_gain",
-            f"CTA ({paper.VARIANT_LABELS.get(t, t)}, 4 steps) beats the standard Transformer "
-            "on the LRA average",
-            "Continuous-Time Attention, abstract",
-            "cta",
-            Cell(t, "h1", CTA_CLAIM_SETTING),
-            Cell("none"),
-            math.nan,
-            direction=+1,
-        )
-        for t in CTA_TYPES
-    )
-
-
-def all_claims() -> tuple[Claim, ...]:
-    """The claims judged on the LRA runs table (the paper's and CTA's), ids unique."""
-    claims = paper_claims() + cta_claims()
-    ids = [c.claim_id for c in claims]
-    repeated = sorted({i for i in ids if ids.count(i) > 1})
-    if repeated:
-        raise ValueError(f"claim ids must be unique; repeated: {repeated}")
-    return claims
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -523,6 +333,7 @@ class SeedValues:
     excluded: int
     notes: list[str] = field(default_factory=list)
     devices: set[str] = field(default_factory=set)
+    epoch_budgets: set[int] = field(default_factory=set)  # runs.csv's max_epochs of the runs used
 
 
 class RunIndex:
@@ -593,10 +404,10 @@ class RunIndex:
                 f"{at_chance} diverged run(s) of {cell.label()} on {paper.TASK_LABELS.get(task, task)} "
                 f"counted at chance accuracy ({CHANCE_ACCURACY[task]:g})"
             )
-        devices = {
-            str(r.get("device")) for s, _, r in rows if s in values and not _isnan_or_none(r.get("device"))
-        }
-        return SeedValues(values, [], len(rows) - len(values), notes, devices)
+        used = [r for s, _, r in rows if s in values]
+        devices = {str(r.get("device")) for r in used if not _isnan_or_none(r.get("device"))}
+        budgets = {int(r["max_epochs"]) for r in used if not _isnan(r.get("max_epochs"))}
+        return SeedValues(values, [], len(rows) - len(values), notes, devices, budgets)
 
     def noise(self, task: str, column: str) -> TaskNoise:
         """The task's pooled noise over its base-setting cells (`pdelra.results.design`), computed once."""
@@ -642,6 +453,7 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
     missing: list[str] = []
     notes: list[str] = []
     devices: set[str] = set()
+    budgets: set[int] = set()
     excluded = 0
     for cell in parts:
         for task in metric.tasks:
@@ -654,6 +466,7 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
             excluded += found.excluded
             notes += found.notes
             devices |= found.devices
+            budgets |= found.epoch_budgets
             if metric.overhead_vs is not None:
                 ref = index.cell(metric.overhead_vs, task, metric.column)
                 if ref is None:
@@ -667,14 +480,14 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
                 }
             per_part.append((where, values))
     if missing or not per_part:
-        return SeedValues({}, missing, excluded, notes, devices)
+        return SeedValues({}, missing, excluded, notes, devices, budgets)
     every = set.union(*(set(v) for _, v in per_part))
     seeds = set.intersection(*(set(v) for _, v in per_part))
     for where, v in per_part:
         if lacking := sorted(every - set(v)):
             notes.append(f"{where} lacks seed(s) {', '.join(map(str, lacking))}")
     values = {s: sum(v[s] for _, v in per_part) / len(per_part) for s in sorted(seeds)}
-    return SeedValues(values, [], excluded, notes, devices)
+    return SeedValues(values, [], excluded, notes, devices, budgets)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -714,6 +527,12 @@ def compare(index: RunIndex, a: Cells, b: Cells, metric: Metric, sign: float = 1
     for cells, own, other in ((a, sa, sb), (b, sb, sa)):
         if own.values and (lacking := sorted(set(other.values) - set(own.values))):
             notes.append(f"{cells.label()}{where} lacks seed(s) {', '.join(map(str, lacking))}")
+    if sa.epoch_budgets and sb.epoch_budgets and sa.epoch_budgets != sb.epoch_budgets:
+        # A difference between cells that trained for different budgets mixes the variant with the epochs.
+        budget = {c.label(): "/".join(map(str, sorted(v.epoch_budgets))) for c, v in ((a, sa), (b, sb))}
+        notes.append(
+            "trained different epoch budgets (" + ", ".join(f"{k}: {v}" for k, v in budget.items()) + ")"
+        )
     missing, devices = sa.missing + sb.missing, sa.devices | sb.devices
     reference = float(np.mean(list(sb.values.values()))) if sb.values else math.nan
     weights: dict[Cell, float] = {}
@@ -1092,162 +911,6 @@ def judge(claim: Claim, index: RunIndex) -> dict[str, Any]:
 
 
 # ----------------------------------------------------------------------------------------------------
-# PhysQK-AD's language model
-# ----------------------------------------------------------------------------------------------------
-def _threshold_row(
-    claim_id: str,
-    claim: str,
-    paper_effect: float,
-    expected: int,
-    values: Mapping[int, float],
-    threshold: float,
-    missing: str,
-    margin: float = 0.0,
-) -> dict[str, Any]:
-    """A per-seed quantity against a published threshold: one-sample t (TOST when expected is 0)."""
-    meta = Difference(claim_id, claim, "PhysQK-AD abstract", "lm", Cell(""), Cell(""), paper_effect,
-                      metric=Metric(unit="per-layer value"), direction=expected, margin=margin)  # fmt: skip
-    if missing:
-        return _row(meta, kind="threshold", detail=missing)
-    est = stats.paired(dict(values), dict.fromkeys(values, threshold))
-    return _row(
-        meta,
-        kind="threshold",
-        **_judged(est, expected, margin, "t"),
-        detail=f"value − {threshold:g} per seed",
-    )
-
-
-def final_layers(dynamics: pd.DataFrame) -> pd.DataFrame:
-    """α, η, eff_Pe per run and layer at the last logged step."""
-    if dynamics is None or dynamics.empty:
-        return dynamics
-    keys = ["task", "variant", "scale", "setting", "seed"]
-    last = dynamics.groupby(keys)["step"].transform("max")
-    return dynamics[dynamics["step"] == last].reset_index(drop=True)
-
-
-def lm_claims(lm_runs: pd.DataFrame | None, dynamics: pd.DataFrame | None) -> list[dict[str, Any]]:
-    """PhysQK-AD's claims for every (corpus, scale) with LM runs (ids get the corpus and scale when there
-    are several)."""
-    if lm_runs is None or lm_runs.empty:
-        return []
-    groups = list(lm_runs.groupby(["task", "scale"]).groups)
-    index = RunIndex(lm_runs)
-    rows: list[dict[str, Any]] = []
-    for task, scale in groups:
-        suffix = f"_{task}_{scale}" if len(groups) > 1 else ""
-        loss = Metric(
-            column="test_loss_nats", tasks=(task,), higher_is_better=False, unit="nats/token (test loss)"
-        )
-        ad, mha = Cell("physqk_ad", scale), Cell("mha", scale)
-        claims: list[Claim] = [
-            Difference(
-                "lm_physqk_ad_vs_mha" + suffix,
-                "PhysQK-AD beats MHA (ΔEval −0.065 nats)",
-                "PhysQK-AD abstract",
-                "lm",
-                ad,
-                mha,
-                paper.PHYSQK_AD_DELTA["physqk_ad"],
-                metric=loss,
-                direction=-1,
-            ),
-            Difference(
-                "lm_physqk_vs_mha" + suffix,
-                "pure-diffusion PhysQK loses to MHA (ΔEval +0.007 nats)",
-                "PhysQK-AD abstract",
-                "lm",
-                Cell("physqk", scale),
-                mha,
-                paper.PHYSQK_AD_DELTA["physqk"],
-                metric=loss,
-                direction=+1,
-            ),
-        ]
-        allocations = sorted(set(lm_runs[lm_runs["variant"] == "physqk_ad"]["setting"]) - {BASE_SETTING})
-        claims += [
-            Difference(
-                f"lm_allocation_{setting}{suffix}",
-                f"allocation '{setting}' beats joint per-layer α (by 0.43–0.51 nats)",
-                "PhysQK-AD abstract",
-                "lm",
-                Cell("physqk_ad", scale, setting),
-                ad,
-                -sum(paper.PHYSQK_AD_ABLATION_GAIN) / 2,
-                metric=loss,
-                direction=-1,
-            )
-            for setting in allocations
-        ]
-        rows += [judge(c, index) for c in claims]
-        rows += _layer_claims(dynamics, task, scale, suffix)
-    return rows
-
-
-def _layer_claims(dynamics: pd.DataFrame | None, task: str, scale: str, suffix: str) -> list[dict[str, Any]]:
-    final = final_layers(dynamics) if dynamics is not None else None
-    per_layer: dict[int, dict[int, float]] = {}
-    pe: dict[int, dict[int, float]] = {}
-    if final is not None and len(final):
-        own = final[
-            (final["task"] == task)
-            & (final["scale"] == scale)
-            & (final["variant"] == "physqk_ad")
-            & (final["setting"] == BASE_SETTING)
-        ]
-        for layer, g in own.groupby("layer"):
-            seeds = g["seed"].astype(int)
-            per_layer[int(layer)] = dict(zip(seeds, g["alpha"].astype(float), strict=True))
-            pe[int(layer)] = dict(zip(seeds, g["eff_pe"].astype(float), strict=True))
-    c, closed_layers = paper.PHYSQK_AD_CONVECTIVE_LAYER, paper.PHYSQK_AD_CLOSED_LAYERS
-    closed = [k for k in closed_layers if k in per_layer]
-    needed = f"needs layers L{c}–L{max(closed_layers)} of a joint-α PhysQK-AD run"
-    missing = "" if c in per_layer and len(closed) == len(closed_layers) else needed
-    seeds = [] if missing else sorted(set.intersection(*(set(v) for v in per_layer.values())))
-    others = {s: max(v[s] for k, v in per_layer.items() if k != c) for s in seeds}
-    return [
-        _threshold_row(
-            "lm_l1_most_convective" + suffix,
-            "convection concentrates in L1 (α_L1 − max other α > 0)",
-            paper.PHYSQK_AD_L1_ALPHA - paper.PHYSQK_AD_CLOSED_ALPHA,
-            +1,
-            {s: per_layer[c][s] - others[s] for s in seeds},
-            0.0,
-            missing,
-        ),
-        _threshold_row(
-            "lm_l1_alpha" + suffix,
-            f"L1 α ≈ {paper.PHYSQK_AD_L1_ALPHA} (within ±{L1_ALPHA_MARGIN})",
-            0.0,
-            0,
-            {s: per_layer[c][s] for s in seeds},
-            paper.PHYSQK_AD_L1_ALPHA,
-            missing,
-            margin=L1_ALPHA_MARGIN,
-        ),
-        _threshold_row(
-            "lm_closed_layers" + suffix,
-            f"L2/L3 close: α < {paper.PHYSQK_AD_CLOSED_ALPHA}",
-            math.nan,
-            -1,
-            {s: max(per_layer[k][s] for k in closed) for s in seeds},
-            paper.PHYSQK_AD_CLOSED_ALPHA,
-            missing,
-        ),
-        _threshold_row(
-            "lm_l1_pe_above_1" + suffix,
-            f"L1 eff_Pe crosses 1 ({paper.PHYSQK_AD_L1_PE})",
-            paper.PHYSQK_AD_L1_PE - 1.0,
-            +1,
-            {s: pe[c][s] for s in seeds},
-            1.0,
-            missing,
-        ),
-    ]
-
-
-# ----------------------------------------------------------------------------------------------------
 # The claims table: every claim, adjusted within its family
 # ----------------------------------------------------------------------------------------------------
 def adjust(rows: pd.DataFrame) -> pd.DataFrame:
@@ -1327,21 +990,16 @@ def _power_columns(row: Mapping[str, Any]) -> tuple[float, float, float]:
 
 
 def evaluate(
-    runs: pd.DataFrame,
-    *,
-    lm_runs: pd.DataFrame | None = None,
-    lm_dynamics: pd.DataFrame | None = None,
-    extra_rows: Sequence[Mapping[str, Any]] = (),
-    claims: Sequence[Claim] | None = None,
+    runs: pd.DataFrame, *, claims: Sequence[Claim], extra_rows: Sequence[Mapping[str, Any]] = ()
 ) -> pd.DataFrame:
-    """The claims table: `claims` (default `all_claims()`) on `runs`, PhysQK-AD's on the LM tables and any
-    `extra_rows` already judged elsewhere (the diagnostics' mechanism claims), adjusted by family.
+    """The claims table: `claims` judged on `runs` (`pdelra.results.catalogue.all_claims()` in the workflow),
+    then `extra_rows` already judged elsewhere (PhysQK-AD's on the LM tables, the diagnostics' mechanism
+    claims, CTA's own experiments), all adjusted by family.
 
     A task or variant of the runs table that no claim names (a typo, or a variant of the user's own) is
     said once in the log and in the detail of every claim that did not run."""
     import pandas as pd
 
-    claims = all_claims() if claims is None else claims
     index = RunIndex(runs)
     rows = [judge(c, index) for c in claims]
     unknown = _unnamed(index, claims)
@@ -1350,7 +1008,6 @@ def evaluate(
         for row in rows:
             if row["verdict_unadjusted"] == "not run":
                 row["detail"] = _join(row["detail"], f"the runs table has {unknown}")
-    rows += lm_claims(lm_runs, lm_dynamics)
     rows += [dict(r) for r in extra_rows]
     frame = pd.DataFrame(rows)
     for column in CLAIM_COLUMNS:
@@ -1402,106 +1059,3 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
 def headline(claims: pd.DataFrame) -> pd.DataFrame:
     """The rows a reader sees first: all but the per-cell Table 11 signs, related systems and diagnostics."""
     return claims[~claims["family"].isin(["table11", "cta", "cta_official", "lm", "diagnostics"])]
-
-
-# ----------------------------------------------------------------------------------------------------
-# Continuous-Time Attention as its authors run it (pdelra.cta_official_grid, tables/cta_official_runs.csv)
-# ----------------------------------------------------------------------------------------------------
-CTA_OFFICIAL_FAMILY = "cta_official"
-CTA_OFFICIAL_PDE = "cta_official_diffusion"
-CTA_OFFICIAL_LM_TASK = "wikitext103"
-# The official WikiText-103 step count (src/configs/wikitext103.yaml pde.steps: 4) as the grid names it.
-CTA_OFFICIAL_LM_SETTING = cta_official_grid.steps_setting(cta_official_grid.OFFICIAL_LM_STEPS)
-
-
-def cta_official_claim_list() -> tuple[Claim, ...]:
-    """Every number of Continuous-Time Attention's own experiments as a claim (family `cta_official`), from
-    pdelra.paper.CTA_OFFICIAL*: Table 1 and the character-level IMDb as differences of test accuracy (the
-    same ±1 pp rule as the paper's: +0.76 pp on characters is a no-difference claim); WikiText-103's
-    validation perplexity (lower is better): PDE vs standard, the steps order 4 < 2 < 1 and each type vs
-    diffusion at 4 steps. Table 4's "8 steps unstable" is no number and is not judged."""
-    pde, base = Cell(CTA_OFFICIAL_PDE), Cell("none")
-    claims: list[Claim] = []
-    tables = {"imdb": "Table 1", "agnews": "Table 1", "sst2": "Table 1", "imdb_char": "Table 2"}
-    for task, table in tables.items():
-        published = paper.CTA_OFFICIAL[task]
-        delta = published[CTA_OFFICIAL_PDE] - published["none"]
-        claims.append(
-            Difference(
-                f"cta_official_{task}",
-                f"PDE-Transformer vs standard on {paper.CTA_OFFICIAL_TASK_LABELS[task]}: "
-                f"{_direction_word(delta)} ({100 * published['none']:.4g} → "
-                f"{100 * published[CTA_OFFICIAL_PDE]:.4g} %)",
-                f"Continuous-Time Attention, {table}",
-                CTA_OFFICIAL_FAMILY,
-                pde,
-                base,
-                delta,
-                metric=Metric(tasks=(task,)),
-            )
-        )
-    perplexity = Metric(
-        column="best_val_perplexity",
-        tasks=(CTA_OFFICIAL_LM_TASK,),
-        higher_is_better=False,
-        unit="validation perplexity",
-    )
-    lm = paper.CTA_OFFICIAL[CTA_OFFICIAL_LM_TASK]
-    at_steps = {n: Cell(CTA_OFFICIAL_PDE, "h1", f"steps{n}") for n in paper.CTA_OFFICIAL_STEPS}
-    official = at_steps[cta_official_grid.OFFICIAL_LM_STEPS]
-    fewer = sorted(at_steps, reverse=True)  # best (most steps) first
-    claims += [
-        Difference(
-            "cta_official_wikitext103",
-            f"PDE-Transformer has a lower WikiText-103 perplexity than standard ({lm['none']} → "
-            f"{lm[CTA_OFFICIAL_PDE]})",
-            "Continuous-Time Attention, Table 3",
-            CTA_OFFICIAL_FAMILY,
-            official,
-            base,
-            lm[CTA_OFFICIAL_PDE] - lm["none"],
-            metric=perplexity,
-            direction=-1,
-        ),
-        PairOrder(
-            "cta_official_steps_order",
-            "More PDE steps, lower perplexity: "
-            + " < ".join(f"{n} step{'s' * (n > 1)} ({paper.CTA_OFFICIAL_STEPS[n]})" for n in fewer),
-            "Continuous-Time Attention, Table 4",
-            CTA_OFFICIAL_FAMILY,
-            tuple(at_steps[n] for n in fewer),
-            tuple(paper.CTA_OFFICIAL_STEPS[n] for n in fewer),
-            metric=perplexity,
-            relative_margin=PERPLEXITY_MARGIN,
-        ),
-    ]
-    types = paper.CTA_OFFICIAL_TYPES
-    for variant, value in types.items():
-        if variant == CTA_OFFICIAL_PDE:
-            continue
-        delta = value - types[CTA_OFFICIAL_PDE]
-        margin = PERPLEXITY_MARGIN * types[CTA_OFFICIAL_PDE]
-        word = "equal to" if expected_direction(delta, margin) == 0 else ("above" if delta > 0 else "below")
-        claims.append(
-            Difference(
-                f"cta_official_type_{variant.removeprefix('cta_official_')}",
-                f"{paper.VARIANT_LABELS.get(variant, variant)} perplexity {word} diffusion at 4 steps "
-                f"({value} vs {types[CTA_OFFICIAL_PDE]})",
-                "Continuous-Time Attention, Table 5",
-                CTA_OFFICIAL_FAMILY,
-                Cell(variant, "h1", CTA_OFFICIAL_LM_SETTING),
-                official,
-                delta,
-                metric=perplexity,
-                margin=margin,
-                relative_margin=PERPLEXITY_MARGIN,
-            )
-        )
-    return tuple(claims)
-
-
-def cta_official_claims(runs: pd.DataFrame | None) -> list[dict[str, Any]]:
-    """The `cta_official` claims judged on tables/cta_official_runs.csv (rows before the family
-    adjustment, as `judge` makes them); the WikiText-103 claims read the rows of task wikitext103."""
-    index = RunIndex(runs)
-    return [judge(claim, index) for claim in cta_official_claim_list()]

@@ -6,7 +6,7 @@ tables/cta_official_summary.csv and tables/cta_official_lm.csv (workflow/rules/c
   (pdelra.aggregate.RUN_COLUMNS; the same reader, so a misplaced or broken metrics.json is caught alike)
   and the LM's `best_val_perplexity`, `test_perplexity`, `final_val_perplexity`, `data_fraction` and
   `cta_steps` (empty for classification). The claims of family `cta_official` are judged on it
-  (pdelra.results.claims.cta_official_claims).
+  (pdelra.results.catalogue.cta.cta_official_claims).
 - `cta_official_summary.csv` (`summarise`): per classification task × variant, completed runs' test
   accuracy mean and standard deviation beside the published number (pdelra.paper.CTA_OFFICIAL) and ours −
   official.

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from pdelra import paper
 from pdelra.results import claims as C
 from pdelra.results import power
+from pdelra.results.catalogue.paper import paper_claims
 from pdelra.results.stats import ALPHA
 
 if TYPE_CHECKING:
@@ -90,7 +91,7 @@ def seeds_table(pilot: pd.DataFrame | None = None, seeds: int = PLANNING_SEEDS) 
     index = C.RunIndex(paper_runs(PLANNING_SEEDS))
     index.assume_noise({task: variance for task, (variance, _) in noise.items()}, C.ACCURACY)
     rows: list[dict[str, Any]] = []
-    for claim in C.paper_claims():
+    for claim in paper_claims():
         if claim.metric.column != C.ACCURACY:
             continue  # step times: no assumed spread to plan with
         row = C.judge(claim, index)
