@@ -235,7 +235,7 @@ def workspace(tmp_path: Path) -> Path:
 # groups go first, so that neither worker is left alone with one of them at the end (measured on the 2-core
 # machine: the Slurm module ~6 min, the finished_tiny group ~3 min).
 SHARED_WORKSPACE_GROUP = "finished_tiny"
-SHARED_WORKSPACE_MODULES = ("test_workflow_run", "test_dvc", "test_diagnostics_run")
+SHARED_WORKSPACE_MODULES = ("test_workflow_run", "test_dvc", "test_diagnostics_run", "test_template")
 FIRST_GROUPS = ("test_slurm", SHARED_WORKSPACE_GROUP)
 
 

@@ -65,6 +65,7 @@ CONFIG_COLUMNS = (*RUN_CONFIG_FIELDS, "steps_per_epoch", "planned_steps")
 RUN_COLUMNS = (
     *RUN_KEYS,
     "status",
+    "own_variant",
     "test_accuracy",
     "n_test",
     "best_val_accuracy",
@@ -167,6 +168,7 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     alpha_mean, alpha_min, alpha_max = _alpha_stats(_learned_alpha(metrics))
     row.update(
         status=metrics.get("status") or COMPLETED,
+        own_variant=_own_variant(metrics.get("run_config")),
         test_accuracy=metrics.get("test_accuracy"),
         n_test=metrics.get("n_test"),
         best_val_accuracy=metrics.get("best_val_accuracy"),
@@ -191,6 +193,12 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         **_config_fields(metrics.get("run_config")),
     )
     return row, _alpha_rows(metrics, row)
+
+
+def _own_variant(run_config: Any) -> bool:
+    """Whether the run is of a variant declared in the config (`variants:`): its model names operators."""
+    model = run_config.get("model") if isinstance(run_config, dict) else None
+    return bool(isinstance(model, dict) and model.get("operators"))
 
 
 def _config_fields(run_config: Any) -> dict[str, Any]:

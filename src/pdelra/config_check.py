@@ -79,7 +79,10 @@ def _explain(error: Any, unknown_beside: dict[str, list[str]]) -> str:
         unknown = ", ".join(map(repr, _unknown_keys(error)))
         return f"unknown key(s) {unknown} in {where!r}; allowed keys: {', '.join(allowed)}"
     if error.validator == "enum":
-        return f"{where!r} is {error.instance!r}; allowed values: {', '.join(map(str, schema['enum']))}"
+        message = f"{where!r} is {error.instance!r}; allowed values: {', '.join(map(str, schema['enum']))}"
+        if re.fullmatch(r"grids\.[^.]+\.variants\[\d+\]", where):  # a variant of one's own is declared first
+            message += " (or declare your own under `variants`)"
+        return message
     if error.validator == "type":
         message = f"{where!r} must be of type {error.validator_value}, got {error.instance!r}"
         if isinstance(error.instance, str) and _YAML11_FLOAT_TEXT.fullmatch(error.instance):
@@ -134,17 +137,50 @@ def config_problems(config: Mapping[str, Any], schema: dict[str, Any] | None = N
     The schema first: the later checks read the structure it guarantees, so they run only on a config that
     satisfies it, with its defaults filled in (a copy: `config` is not changed).
     """
-    schema = schema or load_schema()
+    schema = _with_config_variants(schema or load_schema(), config)
     problems = schema_problems(config, schema)
     if problems:
         return problems
     filled = with_defaults(config, schema)
-    problems = grid_problems(filled)
+    problems = grid_problems(filled) + variant_problems(filled)
     if problems:  # the runs cannot be listed
         return problems
     return (
         model_problems(filled) + lm_problems(filled) + data_problems(filled) + cta_official_problems(filled)
     )
+
+
+def _with_config_variants(schema: dict[str, Any], config: Any) -> dict[str, Any]:
+    """The schema whose grids may also name the variants the config declares (`variants`)."""
+    declared = config.get("variants") if isinstance(config, Mapping) else None
+    allowed = schema["definitions"]["variant"].get("enum")
+    if not isinstance(declared, Mapping) or allowed is None:
+        return schema
+    schema = copy.deepcopy(schema)
+    extra = [name for name in declared if name not in allowed]
+    schema["definitions"]["variant"]["enum"] = [*allowed, *extra]
+    return schema
+
+
+def variant_problems(config: Mapping[str, Any]) -> list[str]:
+    """The config's own variants: a name is not a built-in one's, and each key names an insertion point or a
+    built-in position and each operator is one the model can place there (pdelra.model.config_row). The
+    operators themselves are built and run in model_problems, with each grid's model sizes."""
+    from pdelra.model import POINTS, VARIANTS, config_row
+
+    problems = []
+    for name, row in (config.get("variants") or {}).items():
+        if name in VARIANTS:
+            problems.append(
+                f"variants.{name}: {name!r} is a built-in variant (pdelra.model.VARIANTS): rename yours"
+            )
+            continue
+        for key, spec in row.items():
+            try:
+                config_row({key: spec}, POINTS)
+            except ValueError as err:
+                problems.append(f"variants.{name}.{key}: {err}")
+    return problems
 
 
 def with_defaults(config: Mapping[str, Any], schema: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -213,8 +249,9 @@ def _heads_problem(model: Mapping[str, Any], origin: Mapping[str, str], defaults
 def model_problems(config: Mapping[str, Any]) -> list[str]:
     """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it."""
     from pdelra import runs as run_layout
-    from pdelra.model import ModelConfig
+    from pdelra.model import ModelConfig, check_operators
 
+    declared = config.get("variants") or {}
     problems: dict[str, None] = {}
     for name in config["run_grids"]:
         grid = config["grids"][name]
@@ -230,12 +267,32 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
             if heads:
                 problems[heads] = None
                 continue
+            operators = declared.get(variant)
             try:
-                ModelConfig(vocab_size=2, num_classes=2, max_length=1, variant=variant, scale=scale, **model)
+                cfg = ModelConfig(
+                    vocab_size=2, num_classes=2, max_length=1, variant=variant, scale=scale,
+                    operators=operators, **model,
+                )  # fmt: skip
             except (TypeError, ValueError) as err:
                 where = f"grids.{name}: task {task} (defaults.model < tasks.{task}.model"
                 where += f" < setting {setting})" if setting != run_layout.BASE_SETTING else ")"
                 problems[f"{where}: {err}"] = None
+                continue
+            if operators is not None:  # the user's operators: import, build and run each on a small batch
+                try:
+                    check_operators(cfg)
+                except ValueError as err:
+                    problems[f"variants.{variant} (grids.{name}, d_model {cfg.d_model}): {err}"] = None
+    used = {variant for name in config["run_grids"] for variant in config["grids"][name]["variants"]}
+    for variant in sorted(set(declared) - used):  # declared, in no selected grid: checked at defaults.model
+        try:
+            cfg = ModelConfig(
+                vocab_size=2, num_classes=2, max_length=1, variant=variant, operators=declared[variant],
+                **config["defaults"]["model"],
+            )  # fmt: skip
+            check_operators(cfg)
+        except (TypeError, ValueError) as err:
+            problems[f"variants.{variant} (defaults.model): {err}"] = None
     return list(problems)
 
 

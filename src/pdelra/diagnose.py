@@ -28,6 +28,17 @@ operator):
   value channels) the channel mean; `attn_heads` diffuses along heads (its roughness and bound are along the
   head axis, averaged over tokens) and has no sequence commutator (empty).
 
+- kind `operator`: an operator of a variant declared in the config (`variants:`, a user's `module:attr` or a
+  built-in that is not the paper's diffusion layer), on the input it received: roughness entering and leaving
+  it, its effect ‖op(x) − x‖ (`perturbation`), its commutator with the block's attention sub-layer (op
+  applied to x_b), and the insertion effect on the logits (the operator bypassed) with the amplification.
+  What needs the paper's α (alpha_mean, bound, bound_closed_form, bound_ratio, composed_bound,
+  composed_ratio, composed_held) is left empty, and the row's `reason` says so.
+
+Every step meets every insertion point: an operator at a point in no block (e.g. a point after the last
+block) has block −1 (NO_BLOCK) and no commutator, which needs a block's attention sub-layer; `reason` says
+what was not measured and why (empty when everything applied).
+
 The attention sub-layer as a map on the residual stream is M_b(x) = x + W_o·MHA(LN₁(x)) with block b's
 trained weights and padded keys masked, without the inserted operators, so that M is the same kind of map in
 every variant and D is what varies. Block of an operator: `encoder.embedding` → 0, `between_blocks.i` → i+1,
@@ -110,7 +121,21 @@ COLUMNS = (
     "n_logit_examples",
     *QUANTITIES,
     *LOGIT_QUANTITIES,
+    "reason",
 )
+# The block of an operator at an insertion point outside every block (no attention sub-layer to commute with).
+NO_BLOCK = -1
+# The quantities that need the paper's step sizes α: empty in an `operator` row.
+ALPHA_QUANTITIES = (
+    "alpha_mean",
+    "bound",
+    "bound_closed_form",
+    "bound_ratio",
+    "composed_bound",
+    "composed_ratio",
+    "composed_held",
+)
+NO_ALPHA = f"not the paper's diffusion layer: {', '.join(ALPHA_QUANTITIES)} (its α and bound) do not apply"
 # Insertion points whose operator acts on channels of the residual stream's basis (per-channel α carry over).
 RESIDUAL_CHANNEL_POINTS = (
     "embedding",
@@ -146,14 +171,42 @@ class DiagnoseError(UserError):
 
 
 def operator_place(name: str) -> tuple[int, str]:
-    """(block, insertion point) of a diffusion module by its name in the model."""
+    """(block, insertion point) of an operator by its module name in the model: the block whose attention
+    sub-layer its output meets next, NO_BLOCK for a point outside every block (its name's last part)."""
     if name == "encoder.embedding":
         return 0, "embedding"
     if m := re.fullmatch(r"encoder\.between_blocks\.(\d+)", name):
         return int(m[1]) + 1, "between_blocks"
     if m := re.fullmatch(r"encoder\.blocks\.(\d+)\.(?:attn\.)?(\w+?)(?:\.diffusion)?", name):
         return int(m[1]), m[2]
-    raise ValueError(f"cannot place diffusion module {name!r} in a block")
+    return NO_BLOCK, name.rsplit(".", 1)[-1]
+
+
+def no_block_reason(name: str) -> str:
+    return f"{name} is in no block: no commutator (it needs a block's attention sub-layer)"
+
+
+def config_operators(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
+    """The operators of a variant declared in the config (ModelConfig.operators) that are not the paper's
+    diffusion layer, by module name: the modules at the encoder's insertion points (its POINTS), outermost."""
+    import torch
+
+    from pdelra.model import Identity
+    from pdelra.ops import DiffusionLayer
+
+    if getattr(model.cfg, "operators", None) is None:
+        return {}
+    points = set(getattr(model.encoder, "POINTS", ()))
+    found: dict[str, torch.nn.Module] = {}
+    for name, module in model.named_modules():
+        parts = name.split(".")
+        attribute = parts[-2] if parts[-1].isdigit() and len(parts) > 1 else parts[-1]
+        if attribute not in points or isinstance(module, (Identity, DiffusionLayer)):
+            continue
+        if isinstance(module, torch.nn.ModuleList) or any(name.startswith(f"{k}.") for k in found):
+            continue
+        found[name] = module
+    return found
 
 
 def attention_sublayer(block: torch.nn.Module) -> Callable[[Tensor, Tensor | None], Tensor]:
@@ -189,6 +242,12 @@ class _Recorder:
             lambda: defaultdict(list)
         )
         self.alpha: dict[tuple[int, str, str, str], float] = {}
+        self.reasons: dict[tuple[int, str, str, str], list[str]] = defaultdict(list)
+
+    def skip(self, key: tuple[int, str, str, str], reason: str) -> None:
+        """Say, once per row, what was not measured and why."""
+        if reason not in self.reasons[key]:
+            self.reasons[key].append(reason)
 
     def add(self, key: tuple[int, str, str, str], **quantities: Tensor) -> None:
         for name, value in quantities.items():
@@ -218,9 +277,15 @@ class _Recorder:
                     row[name] = math.nan
             row["n_examples"] = n
             row["n_logit_examples"] = sum(v.numel() for v in quantities.get("logit_change", []))
+            row["reason"] = "; ".join(self.reasons.get(key, []))
             rows.append(row)
         return sorted(
-            rows, key=lambda r: (r["block"], ["residual", "probe", "trained"].index(r["kind"]), r["operator"])
+            rows,
+            key=lambda r: (
+                r["block"],
+                ["residual", "probe", "trained", "operator"].index(r["kind"]),
+                r["operator"],
+            ),
         )
 
 
@@ -296,7 +361,8 @@ def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recor
         last = len(blocks)
         hooks.append(blocks[-1].register_forward_hook(lambda m, a, out: streams.__setitem__(last, out[0])))
     layers = {n: m for n, m in model.named_modules() if isinstance(m, DiffusionLayer)}
-    for name, layer in layers.items():
+    others = config_operators(model)
+    for name, layer in {**layers, **others}.items():
         hooks.append(
             layer.register_forward_hook(lambda m, a, out, name=name: operators.append((name, a[0], out)))
         )
@@ -324,6 +390,9 @@ def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recor
 
     for name, x_in, x_out in operators:
         block, point = operator_place(name)
+        if name in others:
+            _measure_operator(recorder, name, others[name], x_in, x_out, lengths, streams, mixes)
+            continue
         step = dg.EulerStep.from_layer(layers[name])
         key = (block, name, "trained", point)
         recorder.alpha[key] = float(step.alphas.float().mean())
@@ -336,13 +405,16 @@ def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recor
                 **_perturbation(step, rows_in, None),
             }
             recorder.add(key, **{k: _token_mean(v, lengths, size) for k, v in quantities.items()})
+            recorder.skip(key, "along heads: no sequence commutator")
             continue
         commutator: dict[str, Tensor] = {}
-        if block < len(blocks):
+        if block in mixes:
             if point not in RESIDUAL_CHANNEL_POINTS:  # value channels: the channel-mean α per scale
                 step = dg.EulerStep(step.alphas.mean(-1), step.scales, step.stencil_scaling)
             x_b = streams[block]
             commutator = _commutators(step, mixes[block], x_b, lengths)
+        else:
+            recorder.skip(key, no_block_reason(name))
         recorder.add(
             key,
             **_roughness("in", x_in, lengths),
@@ -350,6 +422,36 @@ def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recor
             **_perturbation(dg.EulerStep.from_layer(layers[name]), x_in, lengths),
             **commutator,
         )
+
+
+def _measure_operator(
+    recorder: _Recorder,
+    name: str,
+    module: torch.nn.Module,
+    x_in: Tensor,
+    x_out: Tensor,
+    lengths: Tensor,
+    streams: dict[int, Tensor],
+    mixes: dict[int, Callable[[Tensor, Tensor | None], Tensor]],
+) -> None:
+    """An `operator` row: what applies to any operator (batch, length, d_model) → same, without α."""
+    from pdelra import diagnostics as dg
+
+    block, point = operator_place(name)
+    key = (block, name, "operator", point)
+    recorder.skip(key, NO_ALPHA)
+    commutator: dict[str, Tensor] = {}
+    if block in mixes:
+        commutator = _commutators(module, mixes[block], streams[block], lengths)
+    else:
+        recorder.skip(key, no_block_reason(name))
+    recorder.add(
+        key,
+        **_roughness("in", x_in, lengths),
+        **_roughness("out", x_out, lengths),
+        perturbation=dg.masked_norm(x_out - x_in, lengths),
+        **commutator,
+    )
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -361,7 +463,8 @@ class _Point:
     """An insertion point as the rest of the network sees it: `module`'s first input is what flows on, so
     substituting it (a forward pre-hook, once per call: both towers of a pair model) runs the network from
     that point. `diffuse` is the operator D there; `zero_step`, a trained layer's step-size module, whose
-    output is set to 0 so that the layer itself computes its input unchanged (D = I, its LayerNorm kept);
+    output is set to 0 so that the layer itself computes its input unchanged (D = I, its LayerNorm kept), or
+    a config's operator, whose output is set to its input (D = I); `bounded`: D has the roughness bound;
     `operating` says at which input the model as trained runs: "diffused" (a trained layer: D is part of
     the model) or "plain" (the probe: it is not)."""
 
@@ -370,6 +473,7 @@ class _Point:
     diffuse: Any
     zero_step: torch.nn.Module | None
     operating: str
+    bounded: bool = True
 
 
 def _insertion_points(model: torch.nn.Module) -> list[_Point]:
@@ -388,6 +492,9 @@ def _insertion_points(model: torch.nn.Module) -> list[_Point]:
             block, point = operator_place(name)
             step = dg.EulerStep.from_layer(layer)
             points.append(_Point((block, name, "trained", point), layer, step, layer.step_sizes, "diffused"))
+    for name, module in config_operators(model).items():
+        block, point = operator_place(name)
+        points.append(_Point((block, name, "operator", point), module, module, module, "diffused", False))
     return points
 
 
@@ -427,7 +534,9 @@ def _run_from(
 
     calls = iter(replacements)
     hooks = [point.module.register_forward_pre_hook(lambda m, args: (next(calls), *args[1:]))]
-    if point.zero_step is not None:
+    if point.zero_step is point.module:  # a config's operator: its output is its input
+        hooks.append(point.module.register_forward_hook(lambda m, args, out: args[0]))
+    elif point.zero_step is not None:
         hooks.append(point.zero_step.register_forward_hook(lambda m, args, out: torch.zeros_like(out)))
     try:
         return model(*inputs)
@@ -455,7 +564,8 @@ def _sequence_norms(step: Any, x: Tensor, lengths: Tensor | None, tokens: Tensor
 
 
 def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], recorder: _Recorder) -> None:
-    """Per insertion point (the probe entering each block, every trained diffusion layer) and example:
+    """Per insertion point (the probe entering each block, every trained diffusion layer, every operator of a
+    config's variant: those without α get no bound, so no composed_* either) and example:
 
     - `logit_change` ‖logits with D − logits without D‖: a trained layer with its Euler step replaced by the
       identity (its LayerNorm kept), the probe inserted at the block's input;
@@ -480,13 +590,23 @@ def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], re
         plain = [x.detach() for x, _ in calls]
         with torch.no_grad():
             diffused = [point.diffuse(x, n) for x, n in calls]
-            norms = [_sequence_norms(point.diffuse, x, n, t) for (x, n), t in zip(calls, tokens, strict=True)]
+            if point.bounded:
+                norms = [
+                    _sequence_norms(point.diffuse, x, n, t) for (x, n), t in zip(calls, tokens, strict=True)
+                ]
+            else:  # a config's operator: its effect, and no bound (it has no α)
+                norms = [(dg.masked_norm(d - x, n), None) for (x, n), d in zip(calls, diffused, strict=True)]
             other = _run_from(model, inputs, point, plain if point.operating == "diffused" else diffused)
         with_d, without_d = (logits, other) if point.operating == "diffused" else (other, logits)
         at = diffused if point.operating == "diffused" else plain
         sigma = dg.jacobian_spectral_norm(lambda leaves, p=point: _run_from(model, inputs, p, leaves), at)
         change = (with_d - without_d).double().norm(dim=1)
         moved = torch.stack([n for n, _ in norms]).double().square().sum(0).sqrt()
+        if not point.bounded:
+            recorder.add(
+                point.key, amplification=sigma, logit_change=change, amplified_perturbation=sigma * moved
+            )
+            continue
         bound = torch.stack([b for _, b in norms]).double().square().sum(0).sqrt()
         composed = sigma * bound
         recorder.add(
@@ -584,7 +704,12 @@ def diagnose_run(
     frame = pd.DataFrame(recorder.rows())
     for key in reversed(RUN_KEYS):
         frame.insert(0, key, metrics.get(key, "base" if key == "setting" else None))
-    return frame[list(COLUMNS)]
+    return _with_reasons(frame[list(COLUMNS)])
+
+
+def _with_reasons(frame: pd.DataFrame) -> pd.DataFrame:
+    """`reason` as text, "" where nothing was skipped (a CSV reads an empty cell back as missing)."""
+    return frame.assign(reason=frame["reason"].fillna("").astype("str"))
 
 
 def _stamp(
@@ -626,7 +751,7 @@ def diagnose_cached(
     stamp = _stamp(run_dir, data_dir, examples, batch_size, amplification_examples)
     try:
         if json.loads(stamp_path.read_text()) == stamp:
-            return pd.read_csv(table)[list(COLUMNS)], False
+            return _with_reasons(pd.read_csv(table)[list(COLUMNS)]), False
     except (OSError, ValueError, KeyError):  # no or unreadable cache: measure
         pass
     frame = diagnose_run(run_dir, data_dir, examples, batch_size, amplification_examples)

@@ -86,17 +86,32 @@ def run_config(
     setting: str,
     seed: int | str,
 ) -> dict[str, Any]:
-    """One LRA run's config (docs/interfaces.md, "Run config"): defaults < task < the grid setting."""
+    """One LRA run's config (docs/interfaces.md, "Run config"): defaults < task < the grid setting. A variant
+    declared under the config's `variants` travels with it as `model.operators` (its row: which operator at
+    which points), so the job builds it from its own slice; a built-in variant's config is unchanged."""
     overrides = settings[setting]
+    model = {**merged(config, "model", task), **overrides["model"]}
+    if variant in config_variants(config):
+        model["operators"] = config_variants(config)[variant]
     return {
         "task": task,
         "variant": variant,
         "scale": scale,
         "setting": setting,
         "seed": int(seed),
-        "model": {**merged(config, "model", task), **overrides["model"]},
+        "model": model,
         "train": {**merged(config, "train", task), **overrides["train"]},
     }
+
+
+def config_variants(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The variants the config declares (`variants`: name → {point or position: {operator, args}})."""
+    return dict(config.get("variants") or {})
+
+
+def diagnostics_enabled(config: Mapping[str, Any]) -> bool:
+    """`diagnostics.enabled` (default true): false plans no diagnose job and the report says so."""
+    return bool((config.get("diagnostics") or {}).get("enabled", True))
 
 
 # The diagnostics measure the pre-LN encoder's insertion points (pdelra.diagnose): runs of another backbone
@@ -105,7 +120,10 @@ DIAGNOSED_BACKBONE = "pdelra"
 
 
 def diagnosed_runs(config: Mapping[str, Any], runs: list[Run]) -> list[Run]:
-    """The runs the diagnose jobs measure: those whose model is the pipeline's own encoder."""
+    """The runs the diagnose jobs measure: those whose model is the pipeline's own encoder; none when the
+    config turns diagnostics off (`diagnostics.enabled: false`)."""
+    if not diagnostics_enabled(config):
+        return []
     settings = selected_settings(config)
     return [
         run

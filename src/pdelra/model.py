@@ -9,11 +9,13 @@ and the two related systems (Continuous-Time Attention, PhysQK / PhysQK-AD) on t
             x ← block_output(x)
 
 Every [point] is the identity unless the variant's row in `VARIANTS` puts an operator there; this table is
-the only place variants differ. `none` has no row entries; the seven positions of the paper (Table 5) and
-the related systems are one or two entries each. Scales `SCALES` choose the Laplacian step(s) of every
-diffusion operator. `ModelConfig.backbone` picks the encoder from `ENCODERS`: this pre-LN one (`pdelra`) or
-the Continuous-Time Attention authors' post-LN stack (`official_cta`, `pdelra.cta_official`, whose only
-point is block_output).
+the only place variants differ. A variant declared in the workflow config (`variants:`, ModelConfig.operators)
+is a row too, built from data: an operator name (`OPERATORS`, or a user's `module:attr`) per point. `none`
+has no row entries; the seven positions of the paper (Table 5) and the related systems are one or two entries
+each. Scales `SCALES` choose the Laplacian step(s) of every diffusion operator. `ModelConfig.backbone` picks
+the encoder from `ENCODERS`: this pre-LN one (`pdelra`) or the Continuous-Time Attention authors' post-LN
+stack (`official_cta`, `pdelra.cta_official`, whose only point is block_output). An encoder names its
+insertion points once, in its POINTS; a new point is a name there and the `_point` that fills it.
 
 Padding comes only from the explicit `lengths`, never from token values (the original LRA code masked token 0,
 i.e. black pixels, as padding). Valid outputs never depend on padding content or padding length.
@@ -52,14 +54,16 @@ Choices the papers leave open
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pdelra.cta_official import OFFICIAL_VARIANTS, OfficialEncoder, PDERefinement
+from pdelra.importing import import_callable
 from pdelra.ops import (
     MULTISCALE_INITS,
     STENCIL_SCALINGS,
@@ -93,6 +97,9 @@ class ModelConfig:
     multiscale_init: str = "paper"  # "paper": α_init × (1, 0.6, 0.3); "normalised": same ratios, Σ = α_init
     fused_diffusion: bool = True  # diffusion layers as one compiled operator (pdelra.fused); False = eager
     backbone: str = "pdelra"  # a key of ENCODERS: "pdelra" (this pre-LN one) or "official_cta" (CTA's own)
+    # A variant declared in the workflow config: {point, or a built-in variant's name for its points:
+    # {"operator": name, "args": {...}}}; None: the row VARIANTS[variant]. Not hashed (a dict).
+    operators: Mapping[str, Mapping[str, Any]] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.stencil_scaling not in STENCIL_SCALINGS:
@@ -101,13 +108,16 @@ class ModelConfig:
         if self.multiscale_init not in MULTISCALE_INITS:
             choices = ", ".join(MULTISCALE_INITS)
             raise ValueError(f"unknown multiscale_init {self.multiscale_init!r}; choose one of {choices}")
-        if self.variant not in VARIANTS:
-            raise ValueError(f"unknown variant {self.variant!r}; choose one of {', '.join(VARIANTS)}")
+        if self.operators is None and self.variant not in VARIANTS:
+            raise ValueError(
+                f"unknown variant {self.variant!r}; choose one of {', '.join(VARIANTS)}, or declare it "
+                "under the config's `variants`"
+            )
         if self.scale not in SCALES:
             raise ValueError(f"unknown scale {self.scale!r}; choose one of {', '.join(SCALES)}")
         if self.backbone not in ENCODERS:
             raise ValueError(f"unknown backbone {self.backbone!r}; choose one of {', '.join(ENCODERS)}")
-        foreign = sorted(set(VARIANTS[self.variant]) - set(ENCODERS[self.backbone].POINTS))
+        foreign = sorted(set(variant_row(self)) - set(ENCODERS[self.backbone].POINTS))
         if foreign:
             raise ValueError(
                 f"variant {self.variant!r} puts operators at {', '.join(foreign)}, which backbone "
@@ -117,7 +127,7 @@ class ModelConfig:
             raise ValueError(f"n_layers must be ≥ 0, got {self.n_layers}")
         if self.d_model % self.n_heads:
             raise ValueError(f"d_model ({self.d_model}) must be divisible by n_heads ({self.n_heads})")
-        absent = [point for point in VARIANTS[self.variant] if point_count(point, self.n_layers) == 0]
+        absent = [point for point in variant_row(self) if point_count(point, self.n_layers) == 0]
         if absent:  # the variant would silently train the plain baseline
             needs = max(min_layers(point) for point in absent)
             raise ValueError(
@@ -268,9 +278,153 @@ def point_count(point: str, n_layers: int) -> int:
     return n_layers  # one per block
 
 
+# ----------------------------------------------------------------------------------------------------------
+# Operators by name: a variant declared in the config is a row built from data,
+#     variants: {smooth_embed: {after_embedding: {operator: "myops:MovingAverage", args: {width: 3}}}}
+# Each key is an insertion point or a built-in variant's name (its points: after_embedding → embedding,
+# before_layernorm → attn_input and mlp_input). An operator is a name of OPERATORS or a user's `module:attr`,
+# called as attr(d_model, **args); either returns an nn.Module called as op(x, lengths) that maps x (batch,
+# length, d_model) to the same shape, valid outputs independent of the padding after each sequence's length.
+
+# Points whose tensor is not (batch, length, d_model): a config's operator cannot sit there.
+SHAPED_POINTS = {
+    "attn_heads": "per-head outputs (batch, length, heads, head_dim), along heads",
+    "attn_probs": "attention probabilities (batch, heads, length, length)",
+    "coordinates": "PhysQK's coordinate update (coordinates, transported)",
+}
+
+
+def _diffusion_operator(
+    cfg: ModelConfig,
+    d_model: int,
+    scale: str | None = None,
+    alpha_init: float | None = None,
+    norm: bool = True,
+) -> nn.Module:
+    """The paper's layer (§3.4): LN(u + Σ α_k Δ_{h_k} u), at the run's scale unless `scale` is given."""
+    scale = cfg.scale if scale is None else scale
+    if scale not in SCALES:
+        raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
+    return DiffusionLayer(
+        d_model,
+        SCALES[scale],
+        cfg.alpha_init if alpha_init is None else alpha_init,
+        norm=norm,
+        stencil_scaling=cfg.stencil_scaling,
+        multiscale_init=cfg.multiscale_init,
+        fused=cfg.fused_diffusion,
+    )
+
+
+def _pseudo_time(kind: type[nn.Module]) -> Callable[..., nn.Module]:
+    def build(
+        cfg: ModelConfig, d_model: int, scale: str | None = None, steps: int | None = None
+    ) -> nn.Module:
+        scale = cfg.scale if scale is None else scale
+        if scale not in SCALES:
+            raise ValueError(f"unknown scale {scale!r}; choose one of {', '.join(SCALES)}")
+        return kind(d_model, SCALES[scale], cfg.alpha_init, cfg.cta_steps if steps is None else steps)
+
+    return build
+
+
+# Built-in operator name → builder(cfg, d_model, **args). Those of the related systems that fit the contract:
+# CTA's pseudo-time operators (linear in A, so they act on (batch, length, channels) values); CTA's
+# reaction–diffusion needs the attention matrix and PhysQK a coordinate stream (SHAPED_POINTS).
+OPERATORS: dict[str, Callable[..., nn.Module]] = {
+    "diffusion": _diffusion_operator,
+    "cta_diffusion": _pseudo_time(PseudoTimeDiffusion),
+    "cta_wave": _pseudo_time(PseudoTimeWave),
+    "cta_advection_diffusion": _pseudo_time(PseudoTimeAdvectionDiffusion),
+}
+
+
+def resolve_operator(name: str) -> Callable[..., nn.Module]:
+    """The builder of operator `name`, called as builder(cfg, d_model, **args): a built-in one, or a user's
+    `module:attr` called as attr(d_model, **args). ValueError names the problem in one line."""
+    if name in OPERATORS:
+        return OPERATORS[name]
+    if ":" not in name:
+        raise ValueError(
+            f"unknown operator {name!r}: a built-in one ({', '.join(OPERATORS)}) or a callable 'module:attr'"
+        )
+    user = import_callable(name, "operator")
+    return lambda cfg, d_model, **args: user(d_model, **args)
+
+
+def build_operator(cfg: ModelConfig, spec: Mapping[str, Any]) -> nn.Module:
+    """The nn.Module of one operator spec {"operator": name, "args": {...}} for the model `cfg`."""
+    build = resolve_operator(spec["operator"])
+    module = build(cfg, cfg.d_model, **dict(spec.get("args") or {}))
+    if not isinstance(module, nn.Module):
+        made = type(module).__name__
+        raise ValueError(f"operator {spec['operator']!r} returned a {made}, not an nn.Module")
+    return module
+
+
+def config_row(
+    operators: Mapping[str, Mapping[str, Any]], points: tuple[str, ...] = POINTS
+) -> dict[str, Callable[[ModelConfig], nn.Module]]:
+    """A config variant's row of the VARIANTS kind: {point: builder}. A key names a point of `points`, or a
+    built-in variant whose points it means. ValueError names a key that is neither, or a point whose tensor
+    is not (batch, length, d_model)."""
+    row: dict[str, Callable[[ModelConfig], nn.Module]] = {}
+    for key, spec in operators.items():
+        if VARIANTS.get(key):
+            targets = tuple(VARIANTS[key])
+        elif key in points:
+            targets = (key,)
+        else:
+            raise ValueError(
+                f"{key!r} is neither an insertion point ({', '.join(points)}) nor a built-in variant's name "
+                "(e.g. after_embedding: its points)"
+            )
+        for point in targets:
+            if point in SHAPED_POINTS:
+                raise ValueError(
+                    f"{key!r} puts an operator at {point!r}, which carries {SHAPED_POINTS[point]}, not "
+                    "(batch, length, d_model)"
+                )
+            row[point] = lambda cfg, spec=spec: build_operator(cfg, spec)
+    return row
+
+
+def variant_row(cfg: ModelConfig) -> dict[str, Callable[[ModelConfig], nn.Module]]:
+    """{insertion point: operator builder} of the config's variant: its VARIANTS row, or the one its
+    `operators` declare."""
+    if cfg.operators is None:
+        return VARIANTS[cfg.variant]
+    return config_row(cfg.operators, tuple(ENCODERS[cfg.backbone].POINTS))
+
+
+def check_operators(cfg: ModelConfig, length: int = 5) -> None:
+    """Build each operator of a config variant and run it on a small padded batch (2, length, d_model);
+    ValueError says, in one line, which operator fails where and how (its import, its arguments, an
+    exception, something not an nn.Module, or a changed shape)."""
+    lengths = torch.tensor([length, max(1, length - 2)])
+    x = torch.randn(2, length, cfg.d_model)
+    points = tuple(ENCODERS[cfg.backbone].POINTS)
+    for key, spec in (cfg.operators or {}).items():
+        what = f"operator {spec.get('operator')!r} at {key!r}"
+        try:
+            build = next(iter(config_row({key: spec}, points).values()))  # every point builds the same
+            module = build(cfg)
+            with torch.no_grad():
+                y = module(x, lengths)
+        except ValueError as exc:
+            raise ValueError(str(exc) if str(exc).startswith("operator ") else f"{what}: {exc}") from exc
+        except Exception as exc:  # the user's code: whatever it raises is the problem to name
+            raise ValueError(f"{what}: {type(exc).__name__}: {exc}") from exc
+        if not isinstance(y, Tensor) or y.shape != x.shape:
+            got = tuple(y.shape) if isinstance(y, Tensor) else type(y).__name__
+            raise ValueError(
+                f"{what}: maps (batch, length, d_model) = {tuple(x.shape)} to {got}, not to the same shape"
+            )
+
+
 def _point(cfg: ModelConfig, name: str) -> nn.Module:
     """The operator the config's variant puts at insertion point `name`; the identity if none."""
-    build = VARIANTS[cfg.variant].get(name)
+    build = variant_row(cfg).get(name)
     return build(cfg) if build is not None else Identity()
 
 
@@ -409,7 +563,7 @@ class Encoder(nn.Module):
         self.between_blocks = nn.ModuleList(_point(cfg, "between_blocks") for _ in range(cfg.n_layers - 1))
         self.blocks = nn.ModuleList(Block(cfg) for _ in range(cfg.n_layers))
         self.ln_f = nn.LayerNorm(cfg.d_model)
-        self.uses_coordinates = "coordinates" in VARIANTS[cfg.variant]
+        self.uses_coordinates = "coordinates" in variant_row(cfg)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
         n = tokens.shape[1]

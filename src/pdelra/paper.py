@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     import pandas as pd
 
 TASKS = ("listops", "text", "retrieval", "pathfinder", "image")
@@ -131,6 +133,23 @@ TABLE4_PREDICTED_RANK: dict[str, int] = {v: i + 1 for i, v in enumerate(POSITION
 
 # Table 6: the LRA average per configuration (equal to Table 10's last column).
 TABLE6: dict[str, float] = {v: row["average"] for v, row in TABLE10.items()}
+
+
+def own_variants(variants: Iterable[str]) -> list[str]:
+    """The variants among `variants` that neither the paper nor the related systems name (VARIANT_LABELS):
+    a config's own (`variants:` in the workflow config), shown as positions under their config name."""
+    return sorted({str(v) for v in variants} - set(VARIANT_LABELS))
+
+
+def positions_of(variants: Iterable[str]) -> tuple[str, ...]:
+    """The positions a report shows: the paper's seven (Table 5 order), then the config's own among
+    `variants`."""
+    return (*POSITIONS, *own_variants(variants))
+
+
+def variant_label(variant: str) -> str:
+    """The paper's label of a variant; a config's own variant is shown under its config name."""
+    return VARIANT_LABELS.get(variant, variant)
 
 
 def table6_rank() -> dict[str, int]:

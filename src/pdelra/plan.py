@@ -240,6 +240,7 @@ def calibrate(
 
     keys = {k: v for k, v in model_cfg.items() if k in {f for f in ModelConfig.__dataclass_fields__}}
     keys["fused_diffusion"] = fused
+    keys.pop("operators", None)  # the baseline: a config variant's operators are not part of it
     cfg = ModelConfig(
         vocab_size=int(data["vocab_size"]),
         num_classes=int(data["num_classes"]),

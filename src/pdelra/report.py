@@ -133,6 +133,7 @@ def _claims_html(claims_csv: Path) -> str:
         ("cta", "Continuous-Time Attention (our reading of its abstract)"),
         ("cta_official", "Continuous-Time Attention's own experiments"),
         ("lm", "PhysQK-AD's language model"),
+        ("own", "your own variants against the baseline"),
         ("diagnostics", "the mechanism diagnostics"),
     ):
         part = claims[claims["family"] == family]
@@ -202,11 +203,16 @@ def write_index(report_dir: Path, experiment: str, tables_dir: Path, partial: bo
     """A landing page: the verdicts first, then the report, its figures and tables with their captions."""
     import pandas as pd
 
+    from pdelra import paper
     from pdelra.reporting.banner import banner_html
     from pdelra.results.build import read_table
 
     runs = pd.read_csv(tables_dir / "runs.csv")
     status = ", ".join(f"{n} {html.escape(str(s))}" for s, n in runs["status"].value_counts().items())
+    own = paper.own_variants(runs["variant"])  # a config's own variants: named here, shown in every table
+    if own:
+        names = ", ".join(f"<code>{html.escape(v)}</code>" for v in own)
+        status += f"; variants of your own (the config's <code>variants</code>): {names}"
     note = (
         '<p class="partial"><strong>Partial report</strong>: built from the runs finished so far; '
         "missing cells are shown as missing and their claims as <em>not run</em>.</p>"

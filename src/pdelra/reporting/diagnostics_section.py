@@ -374,8 +374,8 @@ def render(tables_dir: Path, out_dir: Path) -> None:
     }
     position = tables["diagnostics_per_position"]
     if position is None or position.empty:
-        display(Markdown(f"*Not run: no diagnostics tables in {tables_dir} (`pdelra diagnose`, then "
-                         "`pdelra aggregate`).*"))  # fmt: skip
+        display(Markdown(f"*Diagnostics not run: none measured in {tables_dir} (the config's "
+                         "`diagnostics.enabled` is false, or `pdelra diagnose` has not run).*"))  # fmt: skip
         return
     display(
         Markdown(

@@ -5,6 +5,7 @@ number formats and the figures' theme. Formatting only: every number shown comes
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from typing import Any
 
 from pdelra import paper
@@ -24,7 +25,14 @@ AVERAGE = "average"
 
 
 def variant_label(variant: str) -> str:
-    return VARIANT_LABELS.get(variant, variant)
+    """The paper's label, or a config's own variant's name (paper.variant_label)."""
+    return paper.variant_label(variant)
+
+
+def with_own(order: Iterable[str], present: Iterable[str]) -> list[str]:
+    """`order` (the paper's variants a table shows), then the config's own variants among `present`: every
+    variant that ran is shown, under its config name when the paper has none (paper.own_variants)."""
+    return [*order, *paper.own_variants(present)]
 
 
 def task_label(task: str) -> str:

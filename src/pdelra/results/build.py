@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdelra.results import claims as claims_mod
-from pdelra.results.catalogue import all_claims, cta, physqk
+from pdelra.results.catalogue import all_claims, cta, own, physqk
 from pdelra.results.diagnostics import TABLES as DIAGNOSTICS_TABLES
 from pdelra.results.related import TABLES as RELATED_TABLES
 from pdelra.results.tables import COMPARISON_TABLES
@@ -54,7 +54,9 @@ def claims_table(inputs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     lm = physqk.lm_claims(inputs.get("lm_runs"), inputs.get("lm_dynamics"))
     official = cta.cta_official_claims(inputs.get("cta_official_runs"))  # CTA's own experiments
     return claims_mod.evaluate(
-        runs, claims=all_claims(), extra_rows=[*lm, *mechanism.to_dict("records"), *official]
+        runs,
+        claims=[*all_claims(), *own.own_variant_claims(runs)],
+        extra_rows=[*lm, *mechanism.to_dict("records"), *official],
     )
 
 

@@ -131,13 +131,25 @@ CHANCE_ACCURACY = {
     "agnews": 0.25,
 }
 COST_UNIT = "pp of step time"
+DESIGN_VARIANTS = frozenset(("none", *paper.POSITIONS))  # the cells whose runs pool one task's noise
 # A paper Δ within this margin is "no difference", and a no-difference claim is reproduced when our 95 %
 # interval lies inside it: one threshold for both (1 percentage point of accuracy).
 EQUIVALENCE_MARGIN = 0.01
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not run")
 SIZES = ("as claimed", "smaller than claimed", "larger than claimed", "opposite sign")
-FAMILIES = ("primary", "ranking", "table11", "multiscale", "cost", "cta", "lm", "diagnostics", "cta_official")
+FAMILIES = (
+    "primary",
+    "ranking",
+    "table11",
+    "multiscale",
+    "cost",
+    "cta",
+    "lm",
+    "diagnostics",
+    "cta_official",
+    "own",
+)
 CLAIM_COLUMNS = (
     "claim_id",
     "claim",
@@ -410,11 +422,14 @@ class RunIndex:
         return SeedValues(values, [], len(rows) - len(values), notes, devices, budgets)
 
     def noise(self, task: str, column: str) -> TaskNoise:
-        """The task's pooled noise over its base-setting cells (`pdelra.results.design`), computed once."""
+        """The task's pooled noise over the paper's design, its base-setting cells of the baseline and the
+        seven positions at every scale (`pdelra.results.design`), computed once. Other cells (a related
+        system's, a config's own variant) are compared by their own paired tests, so that adding them
+        changes no verdict of the paper's claims."""
         if (task, column) not in self._noise:
             cells: dict[tuple[str, str, str], dict[int, float]] = {}
             for key in self._rows:
-                if key[0] == task and key[3] == BASE_SETTING:
+                if key[0] == task and key[3] == BASE_SETTING and key[1] in DESIGN_VARIANTS:
                     found = self.cell(Cell(key[1], key[2], key[3]), task, column)
                     if found is not None and found.values:
                         cells[key[1:]] = found.values
@@ -1057,5 +1072,7 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
 
 
 def headline(claims: pd.DataFrame) -> pd.DataFrame:
-    """The rows a reader sees first: all but the per-cell Table 11 signs, related systems and diagnostics."""
-    return claims[~claims["family"].isin(["table11", "cta", "cta_official", "lm", "diagnostics"])]
+    """The rows a reader sees first: all but the per-cell Table 11 signs (the paper's and an own variant's),
+    related systems and diagnostics."""
+    signs = claims["claim_id"].astype(str).str.startswith("table11_sign_")
+    return claims[~claims["family"].isin(["table11", "cta", "cta_official", "lm", "diagnostics"]) & ~signs]

@@ -52,6 +52,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from pdelra.paper import POSITIONS
 from pdelra.results import stats
 
 if TYPE_CHECKING:
@@ -120,9 +121,11 @@ def _with_derived(diagnostics: pd.DataFrame) -> pd.DataFrame:
 
 def per_run(diagnostics: pd.DataFrame) -> pd.DataFrame:
     """One row per run: means over its trained operators (and blocks) of the commutators, the roughness
-    reduction, perturbation/bound, α and the logit-level quantities; the probe's commutators beside them."""
+    reduction, perturbation/bound, α and the logit-level quantities; the probe's commutators beside them. A
+    config variant's own operators (kind `operator`) count as trained ones; the α-normalised quantities are
+    empty for them (they have no α)."""
     frame = _with_derived(diagnostics)
-    trained = frame[frame["kind"] == "trained"]
+    trained = frame[frame["kind"].isin(["trained", "operator"])]
     probe = frame[frame["kind"] == "probe"]
     columns = [
         "alpha_mean",
@@ -155,7 +158,7 @@ def per_block(diagnostics: pd.DataFrame) -> pd.DataFrame:
     """Commutators per (task, variant, scale, setting, kind, block), trained and probe: seed means of the
     mean over the block's operators, with the number of seeds."""
     frame = _with_derived(diagnostics)
-    frame = frame[frame["kind"].isin(["trained", "probe"])]
+    frame = frame[frame["kind"].isin(["trained", "operator", "probe"])]
     columns = ["commutator", "commutator_branch", "commutator_per_alpha", "commutator_branch_per_alpha"]
     keys = [*CONFIG_KEYS, "kind", "block"]
     runs = frame.groupby([*keys, "seed"])[columns].mean().reset_index()
@@ -207,8 +210,8 @@ def mechanism_points(diagnostics: pd.DataFrame, runs: pd.DataFrame | None) -> pd
     """One row per (task, position) with a trained operator: the predictors' and the gain's seed means, where
     the gain of a seed is its test accuracy − the same task's baseline run with that seed, and the seeds.
 
-    Restricted to the `base` setting and one scale per task (h1 when present, else the first), completed
-    runs with a test accuracy, and seeds that have a baseline."""
+    Restricted to the paper's seven positions, the `base` setting and one scale per task (h1 when present,
+    else the first), completed runs with a test accuracy, and seeds that have a baseline."""
     import pandas as pd
 
     columns = ["task", "variant", "scale", *PREDICTORS, "gain", "seeds"]
@@ -217,7 +220,9 @@ def mechanism_points(diagnostics: pd.DataFrame, runs: pd.DataFrame | None) -> pd
     done = runs[(runs["status"] == "completed") & runs["test_accuracy"].notna()]
     done = done[done["setting"] == BASE_SETTING]
     predictors = per_run(diagnostics)
-    predictors = predictors[(predictors["setting"] == BASE_SETTING) & (predictors["variant"] != BASELINE)]
+    # The claim is about the paper's seven positions: a related system's or a config's own variant is no
+    # point of it (and would change what the permutation exchanges).
+    predictors = predictors[(predictors["setting"] == BASE_SETTING) & predictors["variant"].isin(POSITIONS)]
     predictors = predictors[predictors[list(PREDICTORS)].notna().any(axis=1)]
     if predictors.empty:
         return pd.DataFrame(columns=columns)

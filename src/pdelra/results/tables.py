@@ -229,21 +229,22 @@ def _get(row: pd.Series | None, column: str) -> float:
 def table10_comparison(main: pd.DataFrame) -> pd.DataFrame:
     """Tables 6/10 long form: per variant and task (and `average`) the paper's value, our mean, std, n and
     delta = ours − paper. `n_tasks` counts the tasks with a result; an average over fewer than the paper's
-    five tasks is left empty (it would not be the paper's average)."""
+    five tasks is left empty (it would not be the paper's average). The paper's variants, then a config's
+    own variants that ran (paper.own_variants; the paper's value empty)."""
     import pandas as pd
 
     from pdelra import paper
 
     main = _base(main)
     rows = []
-    for variant in paper.TABLE10:
+    for variant in [*paper.TABLE10, *paper.own_variants(main["variant"] if len(main) else [])]:
         done = [t for t in paper.TASKS if not math.isnan(_get(_cell(main, variant=variant, task=t), "mean"))]
         for task in (*paper.TASKS, "average"):
             hit = _cell(main, variant=variant, task=task)
             n_tasks = len(done) if task == "average" else int(task in done)
             if task == "average" and n_tasks < len(paper.TASKS):
                 hit = None
-            mean, p = _get(hit, "mean"), paper.TABLE10[variant][task]
+            mean, p = _get(hit, "mean"), paper.TABLE10.get(variant, {}).get(task, math.nan)
             rows.append(
                 {
                     "variant": variant,
@@ -261,21 +262,23 @@ def table10_comparison(main: pd.DataFrame) -> pd.DataFrame:
 
 def table6(comparison: pd.DataFrame) -> pd.DataFrame:
     """Table 6 (and Table 4's ranking): the LRA average per variant, the paper's beside ours, the ranking
-    Table 4 predicts, the paper's measured ranking and ours (1 = best; positions only, not the baseline)."""
+    Table 4 predicts, the paper's measured ranking and ours (1 = best; positions only, not the baseline: the
+    paper's seven and a config's own variants)."""
     from pdelra import paper
 
     avg = comparison[comparison["task"] == "average"].drop(columns="task").reset_index(drop=True)
-    positions = avg["variant"].isin(paper.POSITIONS)
+    positions = avg["variant"].isin(paper.positions_of(avg["variant"]))
     avg["predicted_rank"] = avg["variant"].map(paper.TABLE4_PREDICTED_RANK)
     avg["paper_rank"] = avg["variant"].map(paper.table6_rank())
     avg["rank"] = avg["mean"].where(positions).rank(ascending=False, method="min")
-    return avg.sort_values("paper", ascending=False, ignore_index=True)
+    return avg.sort_values("paper", ascending=False, ignore_index=True, na_position="last")
 
 
 def table11(runs: pd.DataFrame, claims: pd.DataFrame) -> pd.DataFrame:
     """Table 11: each position's gain over the baseline per task with its 95 % CI, as the claims table
     judged it (`table11_sign_{variant}_{task}`: paired by seed, `pdelra.results.claims`; computed there
-    once), the relative gain (% of the baseline's mean over the same seeds) and the paper's gains."""
+    once), the relative gain (% of the baseline's mean over the same seeds) and the paper's gains. The
+    paper's positions, then a config's own variants that ran (no paper gains)."""
     import pandas as pd
 
     from pdelra import paper
@@ -284,7 +287,7 @@ def table11(runs: pd.DataFrame, claims: pd.DataFrame) -> pd.DataFrame:
     judged = claims.set_index("claim_id") if len(claims) else pd.DataFrame()
     index = RunIndex(runs)
     rows = []
-    for variant in paper.POSITIONS:
+    for variant in paper.positions_of(runs["variant"] if len(runs) else []):
         for task in paper.TASKS:
             claim_id = f"table11_sign_{variant}_{task}"
             row = judged.loc[claim_id] if claim_id in judged.index else None
@@ -294,7 +297,7 @@ def table11(runs: pd.DataFrame, claims: pd.DataFrame) -> pd.DataFrame:
             seeds = shared if len(shared) >= 2 else set(base)  # those the paired test compares (Welch: all)
             base_mean = sum(base[s] for s in seeds) / len(seeds) if seeds else math.nan
             gain = math.nan if row is None else float(row["effect"])
-            p = paper.TABLE11[variant][task]
+            p = paper.TABLE11.get(variant, {}).get(task, {"delta": math.nan, "relative_pct": math.nan})
             rows.append(
                 {
                     "variant": variant,
@@ -315,7 +318,8 @@ def table11(runs: pd.DataFrame, claims: pd.DataFrame) -> pd.DataFrame:
 
 def table12(multiscale: pd.DataFrame) -> pd.DataFrame:
     """Tables 7/12: ListOps accuracy per position and scale, the paper's beside ours, with the gain over the
-    baseline and the best single scale (both from `multiscale_table`, computed there once) and the paper's."""
+    baseline and the best single scale (both from `multiscale_table`, computed there once) and the paper's.
+    The paper's positions, then a config's own variants swept over scales (the paper's columns empty)."""
     import pandas as pd
 
     from pdelra import paper
@@ -323,10 +327,13 @@ def table12(multiscale: pd.DataFrame) -> pd.DataFrame:
     ms = _base(multiscale)
     ms = ms[ms["task"] == LISTOPS] if len(ms) else ms
     paper_base = paper.TABLE10[BASELINE][LISTOPS]
+    own = {
+        v: dict.fromkeys(SCALE_ORDER, math.nan) for v in paper.own_variants(ms["variant"] if len(ms) else [])
+    }
     rows = []
-    for variant, per_scale in paper.TABLE12.items():
+    for variant, per_scale in {**paper.TABLE12, **own}.items():
         singles = {s: per_scale[s] for s in SCALE_ORDER if s != MULTI_SCALE}
-        paper_best = max(singles, key=singles.__getitem__)
+        paper_best = None if variant in own else max(singles, key=singles.__getitem__)
         for scale in SCALE_ORDER:
             hit = _cell(ms, variant=variant, scale=scale)
             mean = _get(hit, "mean")
@@ -345,7 +352,9 @@ def table12(multiscale: pd.DataFrame) -> pd.DataFrame:
                     "multi_gain": _get(hit, "multi_gain"),
                     "paper_best_single_scale": paper_best,
                     "paper_multi_gain": (
-                        per_scale[MULTI_SCALE] - singles[paper_best] if scale == MULTI_SCALE else math.nan
+                        per_scale[MULTI_SCALE] - singles[paper_best]
+                        if scale == MULTI_SCALE and paper_best is not None
+                        else math.nan
                     ),
                 }
             )
@@ -526,7 +535,7 @@ def _layer_alphas(alpha: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
         if "stencil_scaling" in done
         else DEFAULT_STENCIL_SCALING
     )
-    rows = alpha[alpha["variant"].isin(paper.POSITIONS)].merge(config, on=list(RUN_KEYS))
+    rows = alpha[alpha["variant"].isin(paper.positions_of(alpha["variant"]))].merge(config, on=list(RUN_KEYS))
     alphas = []
     for _, row in rows.iterrows():
         scales = spectral.SCALES.get(row["scale"], ())
@@ -608,7 +617,8 @@ def learned_alpha(alpha: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     if alpha.empty or runs.empty:
         return pd.DataFrame(columns=columns)
     done = _completed(_base(runs))[list(RUN_KEYS)]
-    a = alpha[alpha["variant"].isin(paper.POSITIONS)].merge(done, on=list(RUN_KEYS))
+    positions = paper.positions_of(alpha["variant"])
+    a = alpha[alpha["variant"].isin(positions)].merge(done, on=list(RUN_KEYS))
     if a.empty:
         return pd.DataFrame(columns=columns)
     table = a.groupby(["variant", "scale"], sort=False)["mean"].agg(
@@ -623,7 +633,7 @@ def learned_alpha(alpha: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
             spectral.initial_alphas(spectral.SCALES.get(s, (1,)), alpha_init, ms_init) for s in table["scale"]
         )
     ]
-    order = {v: i for i, v in enumerate(paper.POSITIONS)} | {s: i for i, s in enumerate(SCALE_ORDER)}
+    order = {v: i for i, v in enumerate(positions)} | {s: i for i, s in enumerate(SCALE_ORDER)}
     return table.sort_values(["variant", "scale"], key=lambda c: c.map(order), ignore_index=True)[columns]
 
 

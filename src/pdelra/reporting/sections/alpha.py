@@ -44,7 +44,7 @@ def _figure(report: Report, summary: pd.DataFrame) -> None:
     completed = runs.loc[runs["status"] == COMPLETED, list(RUN_KEYS)]
     alpha = report.table("alpha").merge(completed, on=list(RUN_KEYS))  # the runs `learned_alpha` counts
     points = alpha[(alpha["setting"] == BASE_SETTING) & alpha["variant"].isin(set(summary["variant"]))]
-    order = [v for v in style.VARIANTS if v in set(points["variant"])]
+    order = [v for v in style.with_own(style.VARIANTS, points["variant"]) if v in set(points["variant"])]
     scales = [s for s in style.SCALES if s in set(points["scale"])]
     fig, ax = plt.subplots(figsize=(9, 4.5))
     sns.stripplot(

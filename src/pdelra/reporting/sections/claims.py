@@ -176,7 +176,14 @@ def _sign_grid(signs: pd.DataFrame) -> None:
     verdicts = dict(zip(signs["claim_id"], signs["verdict"], strict=True))
     head = "<th></th>" + "".join(f"<th>{html.escape(style.task_label(t))}</th>" for t in paper.TASKS)
     body = []
-    for variant in paper.POSITIONS:
+    judged = {
+        claim[len(SIGN_PREFIX) : -len(task) - 1]
+        for claim in verdicts
+        for task in paper.TASKS
+        if claim.startswith(SIGN_PREFIX) and claim.endswith(f"_{task}")
+    }
+    own = paper.own_variants(judged)  # a config's own variants, where the claims judge them
+    for variant in (*paper.POSITIONS, *own):
         cells = []
         for task in paper.TASKS:
             word = verdicts.get(f"{SIGN_PREFIX}{variant}_{task}", "not run")

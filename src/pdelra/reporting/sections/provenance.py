@@ -49,7 +49,7 @@ def _runs_per_cell(report: Report) -> None:
     at_h1 = at_h1.assign(cell=at_h1["completed"].astype(str) + "/" + at_h1["runs"].astype(str))
     wide = at_h1.pivot(index="variant", columns="task", values="cell")
     wide = wide.reindex(
-        index=[v for v in style.VARIANT_LABELS if v in wide.index],
+        index=[v for v in style.with_own(style.VARIANT_LABELS, wide.index) if v in wide.index],
         columns=[t for t in style.TASKS if t in wide.columns],
     )
     wide = wide.rename(index=style.variant_label, columns=style.task_label)

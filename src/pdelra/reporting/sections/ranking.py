@@ -9,7 +9,8 @@ from pdelra.reporting.sections import Report
 
 def render(report: Report) -> None:
     t6 = report.table("table6")
-    t4 = t6[t6["variant"].isin(style.VARIANTS[1:])].sort_values("predicted_rank")
+    positions = style.with_own(style.VARIANTS[1:], t6["variant"])  # a config's own: no predicted rank
+    t4 = t6[t6["variant"].isin(positions)].sort_values("predicted_rank", na_position="last")
     shown = t4.assign(position=t4["variant"].map(style.variant_label))[
         ["position", "predicted_rank", "paper_rank", "rank", "mean"]
     ]

@@ -60,7 +60,8 @@ def _figure2(report: Report) -> None:
                 alpha=1.0 if as_built else 0.5,
                 label=f"{style.scale_label(scale)} (eq. 6)" if as_built else None,
             )
-    positions = [v for v in style.VARIANTS[1:] if v in set(curves["variant"])]
+    present = set(curves["variant"])
+    positions = [v for v in style.with_own(style.VARIANTS[1:], present - {"initial"}) if v in present]
     colours = dict(zip(positions, sns.color_palette("tab10", len(positions)), strict=True))
     for ax, panel in zip(axes[1:], ("learned_h1", "learned_multi"), strict=True):
         d = curves[curves["panel"] == panel]

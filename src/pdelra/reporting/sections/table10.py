@@ -17,9 +17,9 @@ COLUMNS = (*style.TASKS, style.AVERAGE)
 
 
 def _wide(comparison: pd.DataFrame, values: str) -> pd.DataFrame:
-    """variant × task (+ average) of one column, in the paper's order."""
+    """variant × task (+ average) of one column, in the paper's order, then a config's own variants."""
     return comparison.pivot(index="variant", columns="task", values=values).reindex(
-        index=list(style.VARIANTS), columns=list(COLUMNS)
+        index=style.with_own(style.VARIANTS, comparison["variant"]), columns=list(COLUMNS)
     )
 
 
@@ -64,7 +64,8 @@ def _figure6(report: Report, comp: pd.DataFrame) -> None:
         return
     fig, axes = plt.subplots(1, len(tasks), figsize=(3.4 * len(tasks), 4.6), squeeze=False)
     for ax, task in zip(axes[0], tasks, strict=True):
-        d = per_task[per_task["task"] == task].set_index("variant").reindex(list(style.VARIANTS))
+        d = per_task[per_task["task"] == task].set_index("variant")
+        d = d.reindex(style.with_own(style.VARIANTS, d.index))
         x = np.arange(len(d))
         colours = [style.BASELINE_COLOUR if v == "none" else style.ours_colour() for v in d.index]
         ax.bar(x, d["mean"].fillna(0), color=colours)

@@ -12,9 +12,10 @@ def render(report: Report) -> None:
     import pandas as pd
 
     t11 = report.table("table11")
-    out = pd.DataFrame({"position": [style.variant_label(v) for v in style.VARIANTS[1:]]})
+    positions = style.with_own(style.VARIANTS[1:], t11["variant"])
+    out = pd.DataFrame({"position": [style.variant_label(v) for v in positions]})
     for task in style.TASKS:
-        cells = t11[t11["task"] == task].set_index("variant").reindex(list(style.VARIANTS[1:]))
+        cells = t11[t11["task"] == task].set_index("variant").reindex(positions)
         out[style.task_label(task)] = [
             style.ours_paper(style.with_ci(g, lo, hi), p)
             for g, lo, hi, p in zip(
