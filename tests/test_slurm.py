@@ -119,7 +119,7 @@ def _packed_config(seeds: list[int], pack: int) -> dict:
 
 def test_dry_run_packs_a_cells_seeds_into_one_job_with_one_gpu(tmp_path: Path):
     """resources.pack: 2 with 3 seeds: each GPU cell is 2 pack jobs (seeds 0-1, seed 2), each asking for the
-    GPU once and for 2 x the cores and memory; every run is still its own, copied to its run folder; and
+    GPU once and for 2 x the cores, memory and time; every run is still its own, copied to its run folder; and
     `pdelra plan` counts the same jobs as the dry run."""
     config = _packed_config([0, 1, 2], 2)
     ws = make_workspace(tmp_path / "ws", config)
@@ -138,7 +138,7 @@ def test_dry_run_packs_a_cells_seeds_into_one_job_with_one_gpu(tmp_path: Path):
         resources = re.search(r"resources: (.*)", block).group(1)
         assert "gpu=1," in resources, resources  # once, not per run: the pack's runs share it
         assert f"cpus_per_task={runs}," in resources and f"mem_mb={500 * runs}," in resources, resources
-        assert "runtime=5" in resources, resources
+        assert re.search(rf"runtime={5 * runs}\b", resources), resources  # K runs share the card: K x time
     for block in re.findall(r"rule train:\n(.*?)\n\n", out, flags=re.S):
         assert "task=retrieval" in block, "only the unpacked task trains a run per job"
 

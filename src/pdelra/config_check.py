@@ -460,6 +460,18 @@ def _check(args: argparse.Namespace) -> int:
             print(f"Invalid config ({path}):\n" + "\n".join(f"  - {problem}" for problem in problems))
         else:
             print(f"{path}: valid (the workflow accepts it: schema, grids, models, data settings)")
+            _print_runtime_warnings(path)
     if bad:
         raise UserError(f"{bad} of {len(args.files)} config file(s) invalid")
     return 0
+
+
+def _print_runtime_warnings(path: Path) -> None:
+    """What the workflow warns about a valid config at parse time: runtimes cut to cluster.max_runtime."""
+    import yaml
+
+    from pdelra.slurm_site import runtime_warnings
+
+    config = with_defaults(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
+    for line in runtime_warnings(config):
+        print(f"  warning: {line}")

@@ -4,7 +4,6 @@ import inspect
 import json
 import os
 import re
-import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -14,6 +13,7 @@ from snakemake.utils import validate
 from pdelra import experiment
 from pdelra import cta_official_grid as cta_grid
 from pdelra import runs as run_layout
+from pdelra import slurm_site
 from pdelra.aggregate import AGGREGATE_TABLES
 from pdelra.config_check import config_problems, load_schema, yaml_problem
 from pdelra.results.build import OPTIONAL_INPUTS
@@ -65,6 +65,8 @@ if _problems := config_problems(config, load_schema(SCHEMA)):
 validate(config, schema=str(SCHEMA), set_default=True)  # fills the schema's defaults in place
 
 RESULTS = f"results/{config['experiment']}"
+# No job asks Slurm for more minutes than this, whatever its attempt (profiles/slurm/README.md, time limits).
+MAX_RUNTIME = config["cluster"]["max_runtime"]
 RAW = config["data"]["raw_dir"]
 PROCESSED = config["data"]["processed_dir"]
 LOGS = f"{RESULTS}/logs"
@@ -115,8 +117,8 @@ def diagnosed_files(name):
 
 def diagnose_runtime(wildcards, attempt):
     """Minutes: ten, plus one per run of the part (a CPU diagnosis of a paper-sized model takes seconds to
-    a minute), times the attempt."""
-    return (10 + len(diagnosed_runs(wildcards))) * attempt
+    a minute), times the attempt, at most cluster.max_runtime."""
+    return capped_runtime(10 + len(diagnosed_runs(wildcards)), attempt)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -174,10 +176,76 @@ def job_device(wildcards, resources):
     return "cuda" if resources.gpu else "cpu"
 
 
+# ----------------------------------------------------------------------------------------------------
+# Slurm requests. Every runtime is the configured one times the attempt, capped at cluster.max_runtime
+# (pdelra.slurm_site.attempt_runtime says why the multiplier stays under the cap). Site options (partition,
+# constraint, GPU model, qos, extra sbatch flags) come from the same resources sections; CPU-only jobs go
+# to cluster.cpu_partition when one is set.
+# ----------------------------------------------------------------------------------------------------
+def capped_runtime(minutes, attempt):
+    return slurm_site.attempt_runtime(minutes, attempt, MAX_RUNTIME)
+
+
 @declared
 def train_runtime(wildcards, attempt):
-    """Minutes: the configured runtime times the attempt, so a retry after a time-out gets longer."""
-    return _merged("resources", wildcards.task)["runtime"] * attempt
+    """Minutes of one attempt of a training job: its task's runtime times the attempt, capped."""
+    return capped_runtime(_merged("resources", wildcards.task)["runtime"], attempt)
+
+
+def runtime_of(resources_of):
+    """A rule's runtime function from `resources_of(wildcards)` (a resources section with `runtime`)."""
+    return declared(lambda wildcards, attempt: capped_runtime(resources_of(wildcards)["runtime"], attempt))
+
+
+def site_options(sections):
+    """The site options (pdelra.slurm_site.SITE_KEYS) for jobs that read `sections`: {task:
+    resources section}, or {None: section} for a rule without tasks. A key set for no task is left out (the
+    profile's default-resources apply); one value for all is a constant; otherwise a function of the task
+    (None where a task leaves it unset: Snakemake then drops the resource, and the plugin adds no flag)."""
+    options = {}
+    for key in slurm_site.SITE_KEYS:
+        values = {task: section.get(key) for task, section in sections.items()}
+        if all(value is None for value in values.values()):
+            continue
+        if len(set(values.values())) == 1:
+            options[key] = next(iter(values.values()))
+        else:
+            options[key] = declared(lambda wildcards, _values=values: _values[_task_of(wildcards)])
+    return options
+
+
+def _task_of(wildcards):
+    return wildcards.get("task") or wildcards.get("cta_task")
+
+
+def task_site_options():
+    return site_options({task: _merged("resources", task) for task in config["tasks"]})
+
+
+def cpu_site_options():
+    """The partition of CPU-only jobs (diagnose; data preparation with cluster.prepare_as_jobs)."""
+    partition = config["cluster"]["cpu_partition"]
+    return {"slurm_partition": partition} if partition else {}
+
+
+# Extraction and preprocessing: local rules on the submit host, or CPU jobs with cluster.prepare_as_jobs
+# (login nodes often cap CPU time and memory; a download stays local, since compute nodes often lack internet).
+# The data writers stream to disk (pdelra.data.store.ArrayWriter): 8 GB and 4 h are a generous estimate for
+# the 7.7 GB LRA archive, not a measurement; --set-resources RULE:mem_mb=... changes them.
+PREPARE_AS_JOBS = config["cluster"]["prepare_as_jobs"]
+PREPARE_MEM_MB, PREPARE_MINUTES = 8000, 240
+
+
+def prepare_resources():
+    if not PREPARE_AS_JOBS:
+        return {}  # runs locally: nothing to ask Slurm for, and nothing to take from a local pool
+    runtime = declared(lambda wildcards, attempt: capped_runtime(PREPARE_MINUTES, attempt))
+    return {"gpu": 0, "cpus_per_task": 1, "mem_mb": PREPARE_MEM_MB, "runtime": runtime, **cpu_site_options()}
+
+
+# Said once, by the Snakemake that plans the jobs (not again in each job's own Snakemake).
+if workflow.is_main_process and (_runtime_warnings := slurm_site.runtime_warnings(config)):
+    print("Warning (runtime):\n" + "\n".join(f"  - {line}" for line in _runtime_warnings), file=sys.stderr)
 
 
 
@@ -263,61 +331,29 @@ def manifest(task):
 
 # ----------------------------------------------------------------------------------------------------
 # The cluster: with the slurm executor, before any local work (downloads, preprocessing), the profile's
-# placeholders must be replaced and sbatch/sacct must reach the cluster. One message, then stop.
+# placeholders must be replaced, sbatch/sacct must reach the cluster, and every partition the jobs use must
+# exist and allow cluster.max_runtime (pdelra.slurm_site.site_problems). One message, then stop; a partition
+# whose preemption cancels instead of requeueing is a warning.
 # ----------------------------------------------------------------------------------------------------
-SLURM_PLACEHOLDER = re.compile(r"SET-YOUR-[A-Z-]+")
-
-
-def cluster_problems():
-    given, seen = [], set()
-    for job in workflow.dag.needrun_jobs():  # one job per rule: its requests as Slurm would get them
-        if job.rule.name not in seen:
-            seen.add(job.rule.name)
-            given += [str(job.resources.get(key)) for key in ("slurm_partition", "slurm_account")]
-    given = " ".join(given)
-    problems = []
-    placeholders = sorted(set(SLURM_PLACEHOLDER.findall(given)))
-    if placeholders:
-        problems.append(
-            f"the Slurm profile's placeholders {', '.join(placeholders)} are still in default-resources: set "
-            "slurm_partition and slurm_account in profiles/slurm/profile.yaml (or pass --default-resources "
-            "slurm_partition=... slurm_account=...)"
-        )
-    status = getattr(workflow.executor_settings, "status_command", None) or "sacct"
-    probes = [["sinfo", "--noheader", "--format=%P"]]  # answers only when slurmctld does
-    if status == "sacct":
-        probes.append(["sacct", "--noheader", "-X", "--starttime=now", "--format=JobID"])  # slurmdbd
-    running = []
-    for probe in probes:
-        try:
-            proc = subprocess.Popen(probe, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-            running.append((probe, proc))
-        except FileNotFoundError:
-            problems.append(f"`{probe[0]}` is not installed here: run Snakemake on a Slurm login node")
-    for probe, proc in running:
-        try:
-            out, err = proc.communicate(timeout=30)
-            detail = (err or out).strip().splitlines()
-            failure = (detail[-1] if detail else f"exit {proc.returncode}") if proc.returncode else None
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.communicate()
-            failure = "no answer within 30 s"
-        if failure:
-            hint = ""
-            if probe[0] == "sacct":
-                hint = "; without Slurm accounting, use --slurm-status-command squeue"
-            problems.append(f"`{' '.join(probe)}` failed ({failure}): no answer from the cluster{hint}")
-    return problems
-
-
 def check_cluster():
     plugin = workflow.executor_plugin
     if plugin is None or plugin.name != "slurm":
         return
-    problems = cluster_problems()
-    if problems:
-        lines = "\n".join(f"  - {problem}" for problem in problems)
+    given, partitions, seen = [], {}, set()
+    for job in workflow.dag.needrun_jobs():  # one job per (rule, task), as Slurm would get it
+        key = (job.rule.name, job.wildcards.get("task") or job.wildcards.get("cta_task"))
+        if job.is_local or key in seen:
+            continue
+        seen.add(key)
+        partition, account = (job.resources.get(k) for k in ("slurm_partition", "slurm_account"))
+        given += [str(partition), str(account)]
+        partitions.setdefault(partition, []).append((job.rule.name, job.resources.get("runtime") or 0))
+    status = getattr(workflow.executor_settings, "status_command", None) or "sacct"
+    found = slurm_site.site_problems(partitions, given, status, MAX_RUNTIME)
+    for warning in found.warnings:
+        print(f"Warning (Slurm): {warning}", file=sys.stderr)
+    if found.problems:
+        lines = "\n".join(f"  - {problem}" for problem in found.problems)
         print(f"Cannot use Slurm (nothing was started):\n{lines}", file=sys.stderr)
         sys.exit(1)
 
@@ -381,8 +417,19 @@ def pack_dir(wildcards):
 
 
 def pack_resource(name):
-    """cpus_per_task or mem_mb of a pack job: K times one run's (its GPUs and runtime are one run's)."""
+    """cpus_per_task or mem_mb of a pack job: K times one run's (its GPUs are one run's)."""
     return declared(lambda wildcards: _merged("resources", wildcards.task)[name] * len(pack_seeds(wildcards)))
+
+
+@declared
+def pack_runtime(wildcards, attempt):
+    """Minutes of one attempt of a pack: K x one run's runtime / pack_gain (the K runs share the card:
+    without a measured gain they take K times as long), times the attempt, capped at cluster.max_runtime
+    (runtime_warnings says so at parse time when a pack's first attempt is already cut)."""
+    resources = _merged("resources", wildcards.task)
+    k = len(pack_seeds(wildcards))
+    return slurm_site.pack_runtime(resources["runtime"], k, resources["pack_gain"], attempt, MAX_RUNTIME)
+
 
 
 @declared

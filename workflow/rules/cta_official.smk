@@ -60,13 +60,15 @@ if CTA:
         rule cta_extract:
             """Unpack AG News, SST-2 or WikiText-103 into its raw folder (pdelra extract; tar or zip told
             by content)."""
-            localrule: True
+            localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
             input:
                 lambda w: f"{RAW}/downloads/{cta_grid.DOWNLOAD_FILES[w.cta_source]}",
             output:
                 directory(f"{RAW}/{{cta_source}}"),
             params:
                 raw=lambda wildcards, output: parent_dir(output[0]),
+            resources:
+                **prepare_resources(),
             log:
                 f"{LOGS}/data/cta_extract_{{cta_source}}.log",
             conda:
@@ -76,7 +78,7 @@ if CTA:
 
     rule cta_preprocess:
         """One task as the official code prepares it (pdelra preprocess-cta); manifest.json is written last."""
-        localrule: True
+        localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
         input:
             raw=lambda w: f"{RAW}/{cta_grid.RAW_OF_TASK[w.cta_task]}",
             tokenizer=lambda w: cta_tokenizer(w.cta_task),
@@ -87,6 +89,8 @@ if CTA:
             tokenizer=cta_tokenizer_option,
             max_length=lambda w: CTA["tasks"][w.cta_task]["max_length"],
             seed=config["data"]["seed"],
+        resources:
+            **prepare_resources(),
         log:
             f"{LOGS}/data/cta_preprocess_{{cta_task}}.log",
         conda:
@@ -116,7 +120,8 @@ if CTA:
             gpu=cta_setting("resources", "gpu"),
             cpus_per_task=cta_setting("resources", "cpus_per_task"),
             mem_mb=cta_setting("resources", "mem_mb"),
-            runtime=lambda w, attempt: cta_grid.merged(CTA, "resources", w.cta_task)["runtime"] * attempt,
+            runtime=runtime_of(lambda w: cta_grid.merged(CTA, "resources", w.cta_task)),
+            **site_options({task: cta_grid.merged(CTA, "resources", task) for task in CTA["tasks"]}),
         conda:
             PDELRA_ENV
         shell:
@@ -127,7 +132,7 @@ if CTA:
 
         rule cta_lm_preprocess:
             """WikiText-103 as LM blocks of block_size TinyLlama tokens (pdelra preprocess-cta wikitext103)."""
-            localrule: True
+            localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
             input:
                 raw=f"{RAW}/wikitext103",
                 tokenizer=cta_lm_tokenizer(),
@@ -141,6 +146,8 @@ if CTA:
                     else input.tokenizer
                 ),
                 block_size=CTA_LM["block_size"],
+            resources:
+                **prepare_resources(),
             log:
                 f"{LOGS}/data/cta_preprocess_{cta_grid.LM_TASK}.log",
             conda:
@@ -173,7 +180,8 @@ if CTA:
                 gpu=CTA_LM["resources"]["gpu"],
                 cpus_per_task=CTA_LM["resources"]["cpus_per_task"],
                 mem_mb=CTA_LM["resources"]["mem_mb"],
-                runtime=lambda wildcards, attempt: CTA_LM["resources"]["runtime"] * attempt,
+                runtime=runtime_of(lambda wildcards: CTA_LM["resources"]),
+                **site_options({None: CTA_LM["resources"]}),
             conda:
                 PDELRA_ENV
             shell:

@@ -43,7 +43,7 @@ else:
         rule:
             name:
                 f"extract_{_source}"
-            localrule: True
+            localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
             input:
                 download_path(_source),
             output:
@@ -51,6 +51,8 @@ else:
             params:
                 source=_source,
                 raw=lambda wildcards, output: parent_dir(output[0]),
+            resources:
+                **prepare_resources(),
             log:
                 f"{LOGS}/data/extract_{_source}.log",
             conda:
@@ -61,7 +63,7 @@ else:
 
 rule preprocess:
     """Tokenise, split and pad one task into memory-mappable arrays; manifest.json is written last."""
-    localrule: True
+    localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
     input:
         f"{RAW}/{{task}}",
     output:
@@ -70,6 +72,8 @@ rule preprocess:
         out=lambda wildcards, output: parent_dir(output[0]),
         max_length=lambda wildcards: config["tasks"][wildcards.task]["max_length"],
         seed=config["data"]["seed"],
+    resources:
+        **prepare_resources(),
     log:
         f"{LOGS}/data/preprocess_{{task}}.log",
     conda:

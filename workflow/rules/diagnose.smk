@@ -34,6 +34,7 @@ rule diagnose:
         cpus_per_task=1,
         mem_mb=4000,
         runtime=diagnose_runtime,
+        **cpu_site_options(),  # cluster.cpu_partition: CPU-only, no reason to queue on the GPU partition
     conda:
         PDELRA_ENV
     shell:

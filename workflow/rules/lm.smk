@@ -25,7 +25,7 @@ if LM:
 
     rule lm_prepare:
         """Split the corpus by document and pack byte windows (pdelra lm prepare)."""
-        localrule: True
+        localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
         input:
             f"{RAW}/{LM['corpus']}",
         output:
@@ -38,6 +38,8 @@ if LM:
             test=LM["test_fraction"],
             seed=config["data"]["seed"],
             max_documents=f"--max-documents {LM['max_documents']}" if LM.get("max_documents") else "",
+        resources:
+            **prepare_resources(),
         log:
             f"{LOGS}/data/lm_prepare.log",
         conda:
@@ -66,7 +68,8 @@ if LM:
             gpu=LM["resources"]["gpu"],
             cpus_per_task=LM["resources"]["cpus_per_task"],
             mem_mb=LM["resources"]["mem_mb"],
-            runtime=lambda wildcards, attempt: LM["resources"]["runtime"] * attempt,
+            runtime=runtime_of(lambda wildcards: LM["resources"]),
+            **site_options({None: LM["resources"]}),
         conda:
             PDELRA_ENV
         shell:

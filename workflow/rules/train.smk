@@ -25,6 +25,7 @@ rule train:
         cpus_per_task=task_resource("cpus_per_task"),
         mem_mb=task_resource("mem_mb"),
         runtime=train_runtime,
+        **task_site_options(),
     conda:
         PDELRA_ENV
     shell:
@@ -58,7 +59,8 @@ rule train_pack:
         gpu=task_resource("gpu"),  # once: the pack's runs share it
         cpus_per_task=pack_resource("cpus_per_task"),
         mem_mb=pack_resource("mem_mb"),
-        runtime=train_runtime,
+        runtime=pack_runtime,  # K runs' time / pack_gain, capped
+        **task_site_options(),
     conda:
         PDELRA_ENV
     shell:

@@ -1,0 +1,312 @@
+"""What the Slurm profile submits: `sbatch` lines recorded by stub Slurm commands on PATH (no cluster).
+
+The stubs (written into tmp_path) log every call. `sbatch` records its arguments and runs the job's command
+(the plugin's `snakemake --executor slurm-jobstep ...` line, whose `srun` stub runs its step in place) before
+it answers, or fails it unrun where the test asks; `sacct` reports each job's end state; `sinfo`,
+`scontrol`, `sacctmgr` answer as a small site with a GPU partition (the default) and a CPU partition would.
+The preflight (pdelra.slurm_site) is checked against canned Slurm answers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import load_config, make_workspace, snakemake_command, tool_env
+
+from pdelra import slurm_site
+
+ACCOUNT = "pdelra"
+MAX_RUNTIME = 20
+ATTEMPTS = 3  # the profile's retries: 2
+# Which submissions end unrun (the rest run): every attempt of the pack and the diagnosis, whose requests are
+# all the test needs; the first two of the training job, whose third runs (diagnose needs its outputs).
+UNRUN = {"train": ATTEMPTS - 1, "train_pack": ATTEMPTS, "diagnose": ATTEMPTS}
+
+SBATCH = r"""#!/usr/bin/env python3
+# sbatch stub: record the call and answer a job id. A rule's first STUB_UNRUN[rule] submissions end at once
+# without running (sacct: COMPLETED, no outputs: Snakemake retries them); any other job runs here, now.
+import json, os, pathlib, subprocess, sys
+
+state = pathlib.Path(os.environ["STUB_SLURM"])
+args = sys.argv[1:]
+(state / "jobs").mkdir(exist_ok=True)
+job_id = 1001
+while True:  # claim the next free id (submissions may come side by side)
+    try:
+        os.close(os.open(state / "jobs" / str(job_id), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        break
+    except FileExistsError:
+        job_id += 1
+comment = args[args.index("--comment") + 1]
+rule = comment[len("rule_"):].split("_wildcards_")[0]
+with open(state / "sbatch.jsonl", "a") as f:
+    f.write(json.dumps({"id": job_id, "rule": rule, "comment": comment, "argv": args}) + "\n")
+lines = (state / "sbatch.jsonl").read_text().splitlines()
+earlier = sum(json.loads(line)["comment"] == comment for line in lines) - 1
+unrun = dict(item.split(":") for item in os.environ.get("STUB_UNRUN", "").split())
+if earlier < int(unrun.get(rule, 0)):
+    outcome = "COMPLETED"
+else:
+    wrap = next(a[len("--wrap="):] for a in args if a.startswith("--wrap="))
+    cpus = next((a.split("=")[1] for a in args if a.startswith("--cpus-per-task=")), "1")
+    log = args[args.index("--output") + 1].replace("%j", str(job_id))
+    env = {**os.environ, "SLURM_JOB_ID": str(job_id), "SLURM_CPUS_PER_TASK": cpus}
+    with open(log, "w") as out:
+        done = subprocess.run(["sh", "-c", wrap], env=env, stdout=out, stderr=subprocess.STDOUT)
+    outcome = "COMPLETED" if done.returncode == 0 else "FAILED"
+(state / "jobs" / str(job_id)).write_text(outcome)
+print(job_id)
+"""
+
+SACCT = r"""#!/usr/bin/env python3
+import os, pathlib, sys
+state = pathlib.Path(os.environ["STUB_SLURM"])
+with open(state / "calls.log", "a") as f:
+    f.write("sacct " + " ".join(sys.argv[1:]) + "\n")
+if "--format=JobIdRaw,State" in sys.argv:
+    for job in sorted((state / "jobs").glob("*")):
+        print(f"{job.name}|{job.read_text() or 'RUNNING'}")
+elif "nodelist%-256" in sys.argv:
+    print("node1")
+"""
+
+# scontrol show partition -o / show config, as a site with a 2-day GPU and a 4-hour CPU partition answers.
+PARTITIONS = (
+    "PartitionName=gpu AllowGroups=ALL Default=YES MaxTime=2-00:00:00 PreemptMode=OFF State=UP TotalCPUs=64\n"
+    "PartitionName=cpu AllowGroups=ALL Default=NO MaxTime=04:00:00 PreemptMode=OFF State=UP TotalCPUs=256\n"
+)
+CONFIG = "MinJobAge = 300 sec\nPreemptMode = OFF\nPreemptType = preempt/none\n"
+
+
+def _plain_stub(name: str, answer: str) -> str:
+    return f'#!/bin/sh\necho "{name} $*" >> "$STUB_SLURM/calls.log"\n' + (
+        f"cat <<'EOF'\n{answer}EOF\n" if answer else ""
+    )
+
+
+def _write_stubs(bin_dir: Path, partitions: str = PARTITIONS, config: str = CONFIG) -> None:
+    bin_dir.mkdir(parents=True)
+    stubs = {
+        "sbatch": SBATCH,
+        "sacct": SACCT,
+        "sinfo": _plain_stub("sinfo", "gpu*\ncpu\n"),
+        "sacctmgr": _plain_stub("sacctmgr", f"{ACCOUNT}\n"),
+        "srun": '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"\n',  # drop the options
+        "scancel": _plain_stub("scancel", ""),
+        "squeue": _plain_stub("squeue", ""),
+        "scontrol": (
+            '#!/bin/sh\necho "scontrol $*" >> "$STUB_SLURM/calls.log"\n'
+            f"if [ \"$2\" = partition ]; then cat <<'EOF'\n{partitions}EOF\n"
+            f"else cat <<'EOF'\n{config}EOF\nfi\n"
+        ),
+    }
+    for name, text in stubs.items():
+        path = bin_dir / name
+        path.write_text(text)
+        path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+def _site_config() -> dict:
+    """The tiny experiment: listops one run a job with every site option; retrieval two runs a pack."""
+    config = load_config("tiny")
+    config["run_grids"] = ["single", "packed"]
+    cell = {"variants": ["after_embedding"], "scales": ["h1"]}
+    config["grids"] = {
+        "single": {"tasks": ["listops"], "seeds": [0], **cell},
+        "packed": {"tasks": ["retrieval"], "seeds": [0, 1], **cell},
+    }
+    config["tasks"]["listops"]["resources"] = {
+        "gpu": 1, "gpu_model": "h100", "constraint": "a100|h100", "qos": "long",
+        "slurm_extra": "--mail-type=FAIL", "cpus_per_task": 2, "mem_mb": 1500, "runtime": 12,
+    }  # fmt: skip
+    config["tasks"]["retrieval"]["resources"] = {"pack": 2, "pack_gain": 0.8, "mem_mb": 700, "runtime": 4}
+    config["cluster"] = {"max_runtime": MAX_RUNTIME, "cpu_partition": "cpu"}
+    return config
+
+
+def _sbatch_option(argv: list[str], flag: str) -> str | None:
+    """The value of `flag` in an sbatch argv ('-t 12', '--gpus=h100:1')."""
+    for i, arg in enumerate(argv):
+        if arg == flag:
+            return argv[i + 1]
+        if arg.startswith(flag + "="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+@pytest.mark.slow  # one real training job and three rounds of the plugin's status checks: ~25-50 s
+def test_the_submitted_lines_carry_the_configs_requests_within_the_runtime_cap(tmp_path: Path):
+    ws = make_workspace(tmp_path / "ws", _site_config())
+    state = tmp_path / "slurm"
+    _write_stubs(state / "bin")
+    unrun = " ".join(f"{rule}:{count}" for rule, count in UNRUN.items())
+    env = tool_env({"STUB_SLURM": str(state), "STUB_UNRUN": unrun, "PDELRA_ALLOW_CPU": "1",
+                    "USER": os.environ.get("USER", "root")})  # fmt: skip
+    env["PATH"] = f"{state / 'bin'}{os.pathsep}{env['PATH']}"
+    targets = [
+        "results/tiny/diagnostics/listops/part0.csv",
+        *(f"results/tiny/runs/retrieval/after_embedding/h1/base/seed{s}/metrics.json" for s in (0, 1)),
+    ]
+    overrides = ("--workflow-profile", "none", "--default-resources", "slurm_partition=gpu",
+                 f"slurm_account={ACCOUNT}", "--slurm-init-seconds-before-status-checks", "1",
+                 "--max-status-checks-per-second", "10", "--latency-wait", "1")  # fmt: skip
+    command = snakemake_command(ws, (*targets, "--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "170", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    calls = (state / "calls.log").read_text()
+    assert "scontrol show partition -o" in calls and "scontrol show config" in calls  # the preflight
+    submitted: dict[str, list[list[str]]] = {}
+    for line in (state / "sbatch.jsonl").read_text().splitlines():
+        job = json.loads(line)
+        submitted.setdefault(job["rule"], []).append(job["argv"])
+    counts = {rule: len(lines) for rule, lines in submitted.items()}
+    assert counts == dict.fromkeys(UNRUN, ATTEMPTS), log[-5000:]
+    # Nothing failed but the submissions left unrun (no outputs: Snakemake retried them); the pack and the
+    # diagnosis never ran, so the run ends with an error; the training job ran on its third attempt.
+    assert proc.returncode == 1, log[-5000:]
+    assert "Error in rule" not in log, log[-5000:]
+    unrun = re.findall(r"MissingOutputException in rule (\w+)", log)
+    assert {rule: unrun.count(rule) for rule in set(unrun)} == UNRUN, log[-5000:]
+    trained = ws / "results/tiny/runs/listops/after_embedding/h1/base/seed0/metrics.json"
+    metrics = json.loads(trained.read_text())
+    assert metrics["status"] == "completed"
+
+    def option(rule: str, flag: str) -> list[str | None]:
+        return [_sbatch_option(argv, flag) for argv in submitted[rule]]
+
+    def every(value: str | None) -> list[str | None]:
+        return [value] * ATTEMPTS
+
+    # The unpacked task's requests and site options, as the config sets them, on every attempt; its runtime
+    # grows with the attempt (12, 24, 36 minutes) but never above cluster.max_runtime.
+    assert option("train", "--gpus") == every("h100:1")
+    assert option("train", "--mem") == every("1500") and option("train", "--cpus-per-task") == every("2")
+    assert option("train", "-C") == every("a100|h100") and option("train", "--qos") == every("long")
+    assert all("--mail-type=FAIL" in argv for argv in submitted["train"])
+    assert option("train", "-p") == every("gpu")
+    assert option("train", "-t") == ["12", str(MAX_RUNTIME), str(MAX_RUNTIME)]
+    # The pack of two runs (no GPU in this config): K x runtime / pack_gain = 2 x 4 / 0.8 = 10 minutes, capped
+    # on the retries; K x the memory and cores; none of listops' site options.
+    assert option("train_pack", "-t") == ["10", str(MAX_RUNTIME), str(MAX_RUNTIME)]
+    assert option("train_pack", "--mem") == every("1400")
+    assert option("train_pack", "--cpus-per-task") == every("2")
+    assert (
+        option("train_pack", "--gpus")
+        == option("train_pack", "-C")
+        == option("train_pack", "--qos")
+        == every(None)
+    )
+    # The CPU-only diagnosis goes to the CPU partition, not the default GPU one; 10 + 1 minutes, capped.
+    assert option("diagnose", "-p") == every("cpu") and option("diagnose", "--gpus") == every(None)
+    assert option("diagnose", "-t") == ["11", str(MAX_RUNTIME), str(MAX_RUNTIME)]
+
+
+def test_a_partition_too_short_for_max_runtime_stops_the_run_before_any_work(tmp_path: Path):
+    """The preflight through the profile: the CPU partition's MaxTime (4 h) is below cluster.max_runtime
+    (24 h), and the GPU partition cancels preempted jobs: one message, a warning, nothing started."""
+    config = _site_config()
+    config["cluster"] = {"cpu_partition": "cpu"}  # max_runtime: the default, 1440
+    ws = make_workspace(tmp_path / "ws", config)
+    state = tmp_path / "slurm"
+    cancels = PARTITIONS.replace(
+        "MaxTime=2-00:00:00 PreemptMode=OFF", "MaxTime=2-00:00:00 PreemptMode=CANCEL"
+    )
+    _write_stubs(state / "bin", cancels, CONFIG.replace("preempt/none", "preempt/partition_prio"))
+    env = tool_env({"STUB_SLURM": str(state), "USER": os.environ.get("USER", "root")})
+    env["PATH"] = f"{state / 'bin'}{os.pathsep}{env['PATH']}"
+    overrides = ("--workflow-profile", "none", "--default-resources", "slurm_partition=gpu",
+                 f"slurm_account={ACCOUNT}")  # fmt: skip
+    command = snakemake_command(ws, ("--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "120", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1, log[-3000:]
+    assert "Cannot use Slurm (nothing was started)" in log, log[-3000:]
+    assert "partition cpu allows 240 min (MaxTime 04:00:00), less than cluster.max_runtime 1440" in log
+    assert "set cluster.max_runtime: 240 in the config" in log
+    assert "Warning (Slurm): partition gpu preempts with PreemptMode=CANCEL" in log
+    assert not (ws / "data").exists() and not (state / "sbatch.jsonl").exists(), "work started anyway"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The arithmetic and the preflight, without Snakemake
+# ---------------------------------------------------------------------------------------------------------
+def test_no_attempt_asks_for_more_than_the_cap():
+    assert [slurm_site.attempt_runtime(720, attempt, 1440) for attempt in (1, 2, 3)] == [720, 1440, 1440]
+    assert [slurm_site.attempt_runtime(1440, attempt, 1440) for attempt in (1, 2, 3)] == [1440] * 3
+    assert slurm_site.pack_runtime(300, 4, 1.0, 1, 1440) == 1200  # no measured gain: K times one run
+    assert slurm_site.pack_runtime(300, 4, 2.0, 1, 1440) == 600
+    assert slurm_site.pack_runtime(720, 4, 1.0, 1, 1440) == 1440
+
+
+def test_a_pack_longer_than_the_cap_is_named_with_a_k_that_fits():
+    config = load_config("tiny")
+    config["defaults"]["resources"].update(runtime=600, pack=4)
+    config["tasks"]["retrieval"]["resources"] = {"runtime": 2000, "pack": 1}
+    config["cluster"] = {"max_runtime": 1440}
+    warnings = slurm_site.runtime_warnings(config)
+    assert len(warnings) == 2, warnings
+    assert "tasks.listops.resources.pack 4" in warnings[0] and "2400 min" in warnings[0], warnings
+    assert "use pack: 2 or less" in warnings[0], warnings
+    assert "tasks.retrieval.resources.runtime 2000" in warnings[1], warnings
+    config["defaults"]["resources"]["pack_gain"] = 2.0  # measured: 4 runs take twice one run's time
+    assert not [w for w in slurm_site.runtime_warnings(config) if "listops" in w]
+
+
+@pytest.mark.parametrize(
+    ("text", "minutes"),
+    [("2-00:00:00", 2880), ("12:00:00", 720), ("30:00", 30), ("90", 90), ("1-12", 2160), ("UNLIMITED", None)],
+)
+def test_slurm_times_are_read_in_minutes(text: str, minutes: float | None):
+    assert slurm_site.slurm_minutes(text) == minutes
+
+
+def _answers(partitions: str, config: str = CONFIG, sinfo: str = "gpu*\ncpu\n"):
+    def run(commands):
+        canned = {"sinfo": sinfo, "partition": partitions, "config": config, "sacct": ""}
+        return [(canned[c[2] if c[0] == "scontrol" else c[0]], None) for c in commands]
+
+    return run
+
+
+def test_preflight_names_a_short_partition_and_a_preemption_that_cancels():
+    partitions = PARTITIONS.replace("MaxTime=04:00:00 PreemptMode=OFF", "MaxTime=04:00:00 PreemptMode=CANCEL")
+    config = CONFIG.replace("preempt/none", "preempt/partition_prio")
+    jobs = {"gpu": [("train", 720)], "cpu": [("diagnose", 11)]}
+    report = slurm_site.site_problems(jobs, ["gpu", ACCOUNT], "sacct", 1440, run=_answers(partitions, config))
+    assert len(report.problems) == 1 and "partition cpu allows 240 min" in report.problems[0], report
+    assert "set cluster.max_runtime: 240" in report.problems[0]
+    (warning,) = report.warnings
+    assert "partition cpu preempts with PreemptMode=CANCEL" in warning
+    # Within the limits, requeueing, the site's default partition (None): nothing to say.
+    fine = PARTITIONS.replace("PreemptMode=OFF", "PreemptMode=REQUEUE")
+    report = slurm_site.site_problems({None: [("train", 720)]}, [], "sacct", 240, run=_answers(fine, config))
+    assert report.problems == [] and report.warnings == [], report
+
+
+def test_preflight_names_placeholders_an_unknown_partition_and_a_silent_cluster():
+    report = slurm_site.site_problems(
+        {"gpus": [("train", 5)]}, ["gpus", ACCOUNT], "sacct", 1440, run=_answers(PARTITIONS)
+    )
+    assert report.problems == ["partition 'gpus' (rules train) is not one of this cluster's: cpu, gpu"]
+    report = slurm_site.site_problems({"gpu,cpu": [("train", 5)]}, [], "sacct", 240, run=_answers(PARTITIONS))
+    assert report.problems == [] and report.warnings == [], report  # several partitions: each is checked
+    report = slurm_site.site_problems(
+        {"SET-YOUR-GPU-PARTITION": [("train", 5)]},
+        ["SET-YOUR-GPU-PARTITION", "SET-YOUR-ACCOUNT"],
+        "sacct",
+        1440,
+        run=lambda commands: [(None, "Unable to contact slurm controller")] * len(commands),
+    )
+    assert "placeholders SET-YOUR-ACCOUNT, SET-YOUR-GPU-PARTITION" in report.problems[0]
+    assert "`sinfo --noheader --format=%P` failed (Unable to contact slurm controller)" in report.problems[1]
+    assert any("use --slurm-status-command squeue" in problem for problem in report.problems)
