@@ -299,3 +299,22 @@ def test_cli_table_columns_stay_apart(tmp_path: Path, capsys: pytest.CaptureFixt
         cells = re.split(r"\s{2,}", line.strip())
         assert len(cells) == len(columns), line
         assert cells[0] in experiment.TRAINING_RULES
+
+
+def test_the_plan_prints_what_each_job_asks_for(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Host memory and cores per job come from the resources (a pack asks K × one run's)."""
+    from pdelra.cli import main
+
+    path = _config(tmp_path)
+    config = yaml.safe_load(path.read_text())
+    config["defaults"]["resources"] |= {"mem_mb": 12000, "cpus_per_task": 4}
+    config["tasks"]["listops"]["resources"] = {"pack": 2}
+    for grid in config["grids"].values():
+        grid["seeds"] = [0, 1]
+    path.write_text(yaml.safe_dump(config))
+    assert main(["plan", str(path), "--no-calibration", "--results", str(tmp_path / "none")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    header = next(line for line in lines if line.startswith("rule "))
+    assert "asks mem" in header and "cpus" in header
+    pack = next(line for line in lines if line.startswith("train_pack"))
+    assert "24.0 GB" in pack and re.search(r"\s8\s", pack)

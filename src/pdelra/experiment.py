@@ -160,10 +160,18 @@ class TrainingJob:
     gpus: int
     runtime_min: int  # the first attempt's limit; attempt n asks for n × this
     runs: int = 1  # runs trained by the job, side by side
+    mem_mb: int | None = None  # host memory and cores it asks for (a pack: K × one run's)
+    cpus: int | None = None
 
     @property
     def task(self) -> str:
         return self.run[0]
+
+
+def _asks(resources: Mapping[str, Any], runs: int = 1) -> dict[str, Any]:
+    """A job's host-memory and core request from its resources section (K × one run's for a pack)."""
+    mem, cpus = resources.get("mem_mb"), resources.get("cpus_per_task")
+    return {"mem_mb": None if mem is None else mem * runs, "cpus": None if cpus is None else cpus * runs}
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -208,7 +216,11 @@ def lra_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
         if pack_size(config, run[0]) == 1:
             resources = merged(config, "resources", run[0])
             resolved = run_config(config, settings, *run)
-            jobs.append(TrainingJob("train", run, resolved, resources["gpu"], resources["runtime"]))
+            jobs.append(
+                TrainingJob(
+                    "train", run, resolved, resources["gpu"], resources["runtime"], **_asks(resources)
+                )
+            )
     return jobs
 
 
@@ -221,7 +233,15 @@ def pack_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
         resources = merged(config, "resources", task)
         resolved = run_config(config, settings, *run)
         jobs.append(
-            TrainingJob("train_pack", run, resolved, resources["gpu"], resources["runtime"], len(seeds))
+            TrainingJob(
+                "train_pack",
+                run,
+                resolved,
+                resources["gpu"],
+                resources["runtime"],
+                len(seeds),
+                **_asks(resources, len(seeds)),
+            )
         )
     return jobs
 
@@ -231,9 +251,16 @@ def lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     lm = config.get("lm")
     if not lm:
         return []
-    gpus, runtime = lm["resources"]["gpu"], lm["resources"]["runtime"]
+    resources = lm["resources"]
     return [
-        TrainingJob("lm_train", run, json.loads(lm_grid.run_config(lm, *run)), gpus, runtime)
+        TrainingJob(
+            "lm_train",
+            run,
+            json.loads(lm_grid.run_config(lm, *run)),
+            resources["gpu"],
+            resources["runtime"],
+            **_asks(resources),
+        )
         for run in lm_grid.runs(lm)
     ]
 
@@ -245,7 +272,16 @@ def cta_official_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     for run in cta_official_grid.runs(section):
         resources = cta_official_grid.merged(section, "resources", run[0])
         resolved = cta_official_grid.run_config(section, run[0], run[1], run[4])
-        jobs.append(TrainingJob("cta_official_train", run, resolved, resources["gpu"], resources["runtime"]))
+        jobs.append(
+            TrainingJob(
+                "cta_official_train",
+                run,
+                resolved,
+                resources["gpu"],
+                resources["runtime"],
+                **_asks(resources),
+            )
+        )
     return jobs
 
 
@@ -264,6 +300,7 @@ def cta_lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
             cta_official_grid.lm_run_config(section, run[1], run[3], run[4]),
             resources["gpu"],
             resources["runtime"],
+            **_asks(resources),
         )
         for run in cta_official_grid.lm_runs(section)
     ]

@@ -655,6 +655,8 @@ def _row(
         )
         / 3600,
         "runtime_min": group[0].runtime_min,
+        "mem_mb": group[0].mem_mb,  # what each job asks for (config resources; measured: runs.csv)
+        "cpus": group[0].cpus,
         "max_attempts": None if None in attempts else max(attempts, default=None),
         "failing_jobs": attempts.count(None),
         "calibration_batch": None if calibration is None else calibration["measured_batch"],
@@ -727,7 +729,9 @@ SOURCES = (
     "split sizes.\ntime from: finished = the job's own finished runs (their wall time; not run again); "
     "runs = the finished runs of the job's grid cell (median step time x planned steps, or median wall "
     "time); calibrated = timed here on {device} (baseline model, every sequence at max_length: an upper "
-    "bound); requested = the job's runtime (a bound, not an estimate)."
+    "bound); requested = the job's runtime (a bound, not an estimate).\nasks mem, cpus: each job's "
+    "request (resources mem_mb, cpus_per_task; a pack K x one run's), set from measured peak host memory "
+    "(runs.csv peak_host_memory_mb; config/README.md) with a margin; peak mem: the calibrated device memory."
 )
 
 
@@ -758,6 +762,8 @@ def plan_table(plan: Mapping[str, Any]) -> list[dict[str, str]]:
             "device-h": _hours(t["device_hours"]),
             "to go": _hours(t["device_hours_to_go"]),
             "attempts": f"{t['failing_jobs']} fail" if t["failing_jobs"] else _fmt(t["max_attempts"]),
+            "asks mem": _fmt_bytes(None if t["mem_mb"] is None else t["mem_mb"] * 1_000_000),  # MB
+            "cpus": _fmt(t["cpus"]),
             "peak mem": _fmt_bytes(t["peak_memory_bytes"]),
             "micro": micro,
             "disk": _fmt_bytes(t["disk_bytes"]),
