@@ -20,6 +20,7 @@ SUBCOMMAND_MODULES = (
     "pdelra.data.cli",  # generate, fetch, extract, preprocess
     "pdelra.data.summary",  # data-summary (the report's data banner)
     "pdelra.training.cli",  # train
+    "pdelra.training.pack",  # train-pack (K runs of a grid cell side by side on one GPU)
     "pdelra.aggregate",  # aggregate
     "pdelra.results.cli",  # claims --tables DIR (claims.csv from aggregated tables)
     "pdelra.diagnose",  # diagnose run | table

@@ -91,10 +91,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_device_arguments(parser)
     parser.set_defaults(func=run)
 
-    from pdelra.training import pack
-
-    pack.register(subparsers)
-
 
 def add_lm_train_arguments(
     parser: argparse.ArgumentParser, trainer_module: str, run_config_help: str, data_help: str
