@@ -41,7 +41,7 @@ _IGNORE = shutil.ignore_patterns("__pycache__", ".ipynb_checkpoints", ".snakemak
 _IGNORE_DVC = shutil.ignore_patterns("cache", "tmp", "config.local")
 
 
-# The fused diffusion operator (pdelra.fused) runs its functions eagerly in tests unless a test opts in:
+# The fused diffusion operator (pdelra.nn.fused) runs its functions eagerly in tests unless a test opts in:
 # compiling costs ~30 s per configuration on 2 cores; tests/test_fused.py checks the compiled path against
 # the eager one. Subprocesses (`pdelra train` in workflow tests) inherit the setting.
 os.environ.setdefault("PDELRA_FUSED_COMPILE", "0")

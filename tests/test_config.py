@@ -268,8 +268,8 @@ def test_config_check_names_the_line_of_a_configfile_syntax_error_and_every_sche
 
 
 def test_grids_have_user_names_and_variants_come_from_the_model(tmp_path: Path) -> None:
-    """A grid is any named set; the allowed variants are pdelra.model.VARIANTS, not a copy in the schema."""
-    from pdelra.model import VARIANTS
+    """A grid is any named set; the allowed variants are pdelra.nn.model.VARIANTS, not a schema's copy."""
+    from pdelra.nn.model import VARIANTS
 
     config = load_config("tiny")
     config["grids"] = {"my-sweep": config["grids"]["main"]}

@@ -11,9 +11,9 @@ import math
 import pytest
 import torch
 
-from pdelra.model import VARIANTS, LRAClassifier, ModelConfig
-from pdelra.ops import PseudoTimeDiffusion, PseudoTimeReactionDiffusion, PseudoTimeWave
-from pdelra.pde_schemes import (
+from pdelra.nn.model import VARIANTS, LRAClassifier, ModelConfig
+from pdelra.nn.ops import PseudoTimeDiffusion, PseudoTimeReactionDiffusion, PseudoTimeWave
+from pdelra.nn.pde_schemes import (
     PseudoTimeAdvectionDiffusion,
     advection_diffusion_step,
     central_difference,

@@ -1,4 +1,4 @@
-"""Continuous-Time Attention as its authors run it (pdelra.cta_official): the operator against a naive loop
+"""Continuous-Time Attention as its authors run it (pdelra.nn.cta_official): the operator against a naive loop
 over positions written from the official update rule, hand-computed cases, the official tests' invariants, and
 the two official models (classifier backbone, causal LM)."""
 
@@ -12,7 +12,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from pdelra.cta_official import (
+from pdelra.nn.cta_official import (
     KINDS,
     OFFICIAL_INIT,
     OFFICIAL_VARIANTS,
@@ -20,7 +20,7 @@ from pdelra.cta_official import (
     PDERefinement,
     pde_step,
 )
-from pdelra.model import LRAClassifier, ModelConfig
+from pdelra.nn.model import LRAClassifier, ModelConfig
 
 # ------------------------------------------------------------------------------------------- the operator
 

@@ -1,4 +1,4 @@
-"""The diagnostics of pdelra.diagnostics on constructed cases whose answers are known."""
+"""The diagnostics of pdelra.nn.diagnostics on constructed cases whose answers are known."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 from reference import dense_laplacian
 
-from pdelra.diagnostics import (
+from pdelra.nn.diagnostics import (
     EulerStep,
     commutator,
     dirichlet_energy,
@@ -23,7 +23,7 @@ from pdelra.diagnostics import (
     relative_roughness,
     roughness_gain,
 )
-from pdelra.ops import DiffusionLayer, diffusion_step
+from pdelra.nn.ops import DiffusionLayer, diffusion_step
 
 SCALE_SETS = [(1,), (2,), (4,), (1, 2, 4), (2, 4)]
 SCALINGS = ["unit", "inverse_h2"]
@@ -110,7 +110,7 @@ def test_bound_holds_on_random_inputs_with_padding(
     result = perturbation(step, _with_garbage(x, lengths, math.nan), lengths)
     assert torch.all(result.norm <= result.bound * (1 + 1e-9) + 1e-12)
     assert torch.all(result.bound <= result.closed_form * (1 + 1e-9) + 1e-12)
-    # The perturbation is the step's own effect on the valid block, as pdelra.ops computes it.
+    # The perturbation is the step's own effect on the valid block, as pdelra.nn.ops computes it.
     for b, n in enumerate(lengths.tolist()):
         alone = step(x[b : b + 1, :n])
         assert result.norm[b].item() == pytest.approx((alone - x[b : b + 1, :n]).norm().item(), abs=1e-10)
@@ -297,7 +297,7 @@ def test_commutator_of_a_zero_output_map() -> None:
 
 
 def test_jacobian_spectral_norm_is_the_largest_singular_value_of_each_examples_jacobian() -> None:
-    from pdelra.diagnostics import jacobian_spectral_norm
+    from pdelra.nn.diagnostics import jacobian_spectral_norm
 
     gen = torch.Generator().manual_seed(0)
     batch, classes = 3, 4

@@ -15,7 +15,6 @@ import torch
 from conftest import REPO, copy_workspace, parse_job_counts, run_snakemake
 from test_training import make_task, run_config, train_in_process
 
-from pdelra import diagnostics as dg
 from pdelra.cli import main
 from pdelra.data.store import load_split, read_manifest
 from pdelra.diagnose import (
@@ -34,7 +33,8 @@ from pdelra.diagnose import (
     operator_place,
     source_digest,
 )
-from pdelra.model import Padding
+from pdelra.nn import diagnostics as dg
+from pdelra.nn.model import Padding
 from pdelra.training.batches import make_batch
 from pdelra.training.runconfig import validate_run_config
 from pdelra.training.runner import build_model
@@ -302,12 +302,12 @@ def test_source_digest_covers_the_diagnostics_code(tmp_path: Path, monkeypatch: 
     import pdelra.diagnose as module
 
     copy = tmp_path / "pdelra"
-    copy.mkdir()
+    (copy / "nn").mkdir(parents=True)
     for name in DIAGNOSTICS_SOURCES:
         shutil.copy(Path(module.__file__).parent / name, copy / name)
     monkeypatch.setattr(module, "__file__", str(copy / "diagnose.py"))
     before = source_digest()
-    with open(copy / "diagnostics.py", "a") as f:
+    with open(copy / "nn" / "diagnostics.py", "a") as f:
         f.write("# an edit\n")
     assert source_digest() != before
 
@@ -336,7 +336,7 @@ def test_editing_the_diagnostics_code_reruns_only_diagnose_and_what_follows(
     # The same package with one edit in the diagnostics module, first on the path for Snakemake and its jobs.
     package = tmp_path / "pkg"
     shutil.copytree(REPO / "src" / "pdelra", package / "pdelra", ignore=shutil.ignore_patterns("__pycache__"))
-    with open(package / "pdelra" / "diagnostics.py", "a") as f:
+    with open(package / "pdelra" / "nn" / "diagnostics.py", "a") as f:
         f.write("# an edit that changes nothing but the code\n")
     edited_env = {"PYTHONPATH": str(package)}
     assert planned(target, env=edited_env) == {"diagnose": 2, "diagnostics_table": 1}  # a part per task

@@ -1,4 +1,4 @@
-"""The fused diffusion operator (pdelra.fused), compiled, against the eager reference (pdelra.ops).
+"""The fused diffusion operator (pdelra.nn.fused), compiled, against the eager reference (pdelra.nn.ops).
 
 tests/test_ops.py runs the layer's properties against both paths with the fused functions executed eagerly
 (conftest sets PDELRA_FUSED_COMPILE=0 for speed); here they are compiled by torch.compile, as in training,
@@ -14,8 +14,8 @@ import os
 import pytest
 import torch
 
-from pdelra import fused
-from pdelra.ops import DiffusionLayer
+from pdelra.nn import fused
+from pdelra.nn.ops import DiffusionLayer
 
 DEVICE = torch.device(os.environ.get("PDELRA_TEST_DEVICE") or "cpu")
 
@@ -121,7 +121,7 @@ def test_bf16_autocast_keeps_alpha_float32_and_the_mean() -> None:
 
 @pytest.mark.parametrize("fuse", [False, True], ids=["eager", "fused"])
 def test_bf16_autocast_model_step_matches_float32(fuse: bool) -> None:
-    from pdelra.model import LRAClassifier, ModelConfig
+    from pdelra.nn.model import LRAClassifier, ModelConfig
 
     torch.manual_seed(0)
     cfg = ModelConfig(

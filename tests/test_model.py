@@ -1,4 +1,4 @@
-"""The LRA classifier (pdelra.model): every variant runs, is padding-invariant, and puts diffusion where
+"""The LRA classifier (pdelra.nn.model): every variant runs, is padding-invariant, and puts diffusion where
 DESIGN.md says; in_attention is exactly attention with its rows diffused along keys."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from reference import dense_laplacian
 
-from pdelra.model import SCALES, VARIANTS, LRAClassifier, ModelConfig, Padding, SelfAttention
-from pdelra.ops import DiffusionLayer
+from pdelra.nn.model import SCALES, VARIANTS, LRAClassifier, ModelConfig, Padding, SelfAttention
+from pdelra.nn.ops import DiffusionLayer
 
 N_LAYERS = 3
 TINY = {

@@ -1,4 +1,4 @@
-"""Properties of the diffusion operator (pdelra.ops) that the paper's guarantees and the model rely on."""
+"""Properties of the diffusion operator (pdelra.nn.ops) that the paper's guarantees and the model rely on."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from reference import dense_laplacian
 
-from pdelra.ops import (
+from pdelra.nn.ops import (
     DiffusionLayer,
     PseudoTimeDiffusion,
     PseudoTimeReactionDiffusion,

@@ -1,4 +1,5 @@
-"""The report's spectral view: H(ω) of the layer as built, in step with pdelra.ops and the trained model."""
+"""The report's spectral view: H(ω) of the layer as built, in step with pdelra.nn.ops and the trained
+model."""
 
 from __future__ import annotations
 
@@ -8,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from pdelra import ops
-from pdelra.model import LRAClassifier, ModelConfig
+from pdelra.nn import ops
+from pdelra.nn.model import LRAClassifier, ModelConfig
 from pdelra.results import spectral
 
 

@@ -196,7 +196,7 @@ def test_cta_difference_is_welch_without_shared_seeds() -> None:
 
 
 def test_the_default_steps_are_the_models() -> None:
-    from pdelra.model import ModelConfig
+    from pdelra.nn.model import ModelConfig
 
     assert ModelConfig.cta_steps == related.DEFAULT_CTA_STEPS
     assert related.pseudo_time_steps("steps2") == 2 and math.isnan(related.pseudo_time_steps("wide"))

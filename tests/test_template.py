@@ -21,12 +21,12 @@ from conftest import REPO, copy_workspace, dry_run_jobs, load_config, make_works
 from test_training import make_task, run_config, train_in_process
 from torch import Tensor
 
-from pdelra import model as model_module
 from pdelra.config_check import config_problems
 from pdelra.diagnose import NO_ALPHA, NO_BLOCK, diagnose_run
 from pdelra.experiment import diagnosed_runs, lra_runs, other_jobs
 from pdelra.experiment import run_config as experiment_run_config
-from pdelra.model import Encoder, LRAClassifier, ModelConfig, Padding, check_operators
+from pdelra.nn import model as model_module
+from pdelra.nn.model import Encoder, LRAClassifier, ModelConfig, Padding, check_operators
 
 EXAMPLE = REPO / "examples" / "myops.py"
 OWN = "smooth_embed"  # the variant of one's own, under its config name

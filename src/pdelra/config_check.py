@@ -49,10 +49,10 @@ def yaml_problem(path: str | Path) -> str | None:
 
 
 def load_schema(path: str | Path = SCHEMA) -> dict[str, Any]:
-    """The config schema, with the variant names taken from pdelra.model.VARIANTS (their one source)."""
+    """The config schema, with the variant names taken from pdelra.nn.model.VARIANTS (their one source)."""
     import yaml
 
-    from pdelra.model import VARIANTS
+    from pdelra.nn.model import VARIANTS
 
     schema = yaml.safe_load(Path(path).read_text())
     schema["definitions"]["variant"]["enum"] = list(VARIANTS)
@@ -164,15 +164,15 @@ def _with_config_variants(schema: dict[str, Any], config: Any) -> dict[str, Any]
 
 def variant_problems(config: Mapping[str, Any]) -> list[str]:
     """The config's own variants: a name is not a built-in one's, and each key names an insertion point or a
-    built-in position and each operator is one the model can place there (pdelra.model.config_row). The
+    built-in position and each operator is one the model can place there (pdelra.nn.model.config_row). The
     operators themselves are built and run in model_problems, with each grid's model sizes."""
-    from pdelra.model import POINTS, VARIANTS, config_row
+    from pdelra.nn.model import POINTS, VARIANTS, config_row
 
     problems = []
     for name, row in (config.get("variants") or {}).items():
         if name in VARIANTS:
             problems.append(
-                f"variants.{name}: {name!r} is a built-in variant (pdelra.model.VARIANTS): rename yours"
+                f"variants.{name}: {name!r} is a built-in variant (pdelra.nn.model.VARIANTS): rename yours"
             )
             continue
         for key, spec in row.items():
@@ -249,7 +249,7 @@ def _heads_problem(model: Mapping[str, Any], origin: Mapping[str, str], defaults
 def model_problems(config: Mapping[str, Any]) -> list[str]:
     """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it."""
     from pdelra import runs as run_layout
-    from pdelra.model import ModelConfig, check_operators
+    from pdelra.nn.model import ModelConfig, check_operators
 
     declared = config.get("variants") or {}
     problems: dict[str, None] = {}
@@ -359,7 +359,7 @@ def cta_official_problems(config: Mapping[str, Any]) -> list[str]:
     if not section:
         return []
     from pdelra import cta_official_grid as grid
-    from pdelra.model import ModelConfig
+    from pdelra.nn.model import ModelConfig
     from pdelra.training.runconfig import RunConfigError, validate_run_config
 
     problems: dict[str, None] = {}

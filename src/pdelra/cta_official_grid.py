@@ -3,7 +3,7 @@
 The runs of workflow/rules/cta_official.smk, two kinds:
 
 - classification (Tables 1-2), each trained by `pdelra train` with the authors' model (`model.backbone:
-  official_cta`, `pdelra.cta_official`): every task of `cta_official.tasks` × every variant of
+  official_cta`, `pdelra.nn.cta_official`): every task of `cta_official.tasks` × every variant of
   `cta_official.variants` × every seed; scale `h1` and setting `base` (neither applies to the official
   operator). Tasks are `pdelra preprocess-cta`'s classification tasks (Table 1: `imdb`, `agnews`, `sst2`;
   Table 2: `imdb_char`).
@@ -40,7 +40,7 @@ RUNS_DIR = "cta_official/runs"  # under results/{experiment}
 PROCESSED_DIR = "cta_official"  # under data.processed_dir: one folder per task
 # The classification tasks of `pdelra preprocess-cta` (pdelra.data.cta.TASKS without the LM's wikitext103).
 TASKS = ("imdb", "agnews", "sst2", "imdb_char")
-# The official baseline and the official PDE rows (pdelra.cta_official.OFFICIAL_VARIANTS; a test keeps
+# The official baseline and the official PDE rows (pdelra.nn.cta_official.OFFICIAL_VARIANTS; a test keeps
 # them equal: that module imports torch).
 VARIANTS = (
     "none",

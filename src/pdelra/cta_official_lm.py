@@ -1,7 +1,7 @@
 """`pdelra cta-official train-lm`: one run of Continuous-Time Attention's WikiText-103 causal LM (Tables 3-5)
 as its authors train it; resumable, writing RUN_DIR/metrics.json.
 
-The model is `pdelra.cta_official.OfficialCTALM`, chosen by the run's variant, a row of OFFICIAL_VARIANTS
+The model is `pdelra.nn.cta_official.OfficialCTALM`, chosen by the run's variant, a row of OFFICIAL_VARIANTS
 (`none`: their StandardTransformerLM). The recipe is the official one (github.com/XueqingZhou/
 Continuous-Time-Attention at e6f878d; the file each number comes from is named where it is used):
 
@@ -85,7 +85,7 @@ def validate_lm_run_config(config: Any, source: str = "CTA LM run config") -> di
 
 def model_config(cfg: dict[str, Any], vocab_size: int, block_size: int) -> Any:
     """OfficialCTALM's ModelConfig for a run config (backbone official_cta; the variant picks the row)."""
-    from pdelra.model import ModelConfig
+    from pdelra.nn.model import ModelConfig
 
     try:
         return ModelConfig(
@@ -128,8 +128,8 @@ class _LMRun(TokenLMRun):
     validate = staticmethod(validate_lm_run_config)
 
     def _build(self) -> None:
-        from pdelra.cta_official import OfficialCTALM
         from pdelra.data.cta import subset_rows
+        from pdelra.nn.cta_official import OfficialCTALM
 
         self.blocks_of = len(self.splits["train"])
         if self.tc["data_fraction"] is not None:  # subset_rows has its own generator: seeding is unaffected

@@ -1,4 +1,4 @@
-"""`pdelra diagnose`: the operator-theory diagnostics (pdelra.diagnostics) measured on trained runs, and
+"""`pdelra diagnose`: the operator-theory diagnostics (pdelra.nn.diagnostics) measured on trained runs, and
 their table over runs.
 
     pdelra diagnose run RUN_DIR [RUN_DIR ...] --data PROCESSED_TASK_DIR --out PART.csv
@@ -43,16 +43,16 @@ The attention sub-layer as a map on the residual stream is M_b(x) = x + W_o·MHA
 trained weights and padded keys masked, without the inserted operators, so that M is the same kind of map in
 every variant and D is what varies. Block of an operator: `encoder.embedding` → 0, `between_blocks.i` → i+1,
 `blocks.i.*` → i. Every quantity is the mean over the examples of the per-sequence value
-(pdelra.diagnostics); `bound_ratio` is the mean of perturbation / bound (≤ 1 by the theory).
+(pdelra.nn.diagnostics); `bound_ratio` is the mean of perturbation / bound (≤ 1 by the theory).
 
 The insertion effect on the logits (LOGIT_QUANTITIES, probe and trained rows, on the first
 `--amplification-examples` examples; see `measure_logit_effects`): `logit_change` = ‖logits with D − logits
 without D‖ (a trained layer's Euler step set to the identity, its LayerNorm kept; the probe inserted at the
 block's input), `amplification` = σ_max of the Jacobian of the logits in the point's input at the model as
-trained (exact per example, one backward pass per class: pdelra.diagnostics.jacobian_spectral_norm), and the
-composed bound amplification × roughness bound that the revised paper's "compositional perturbation bounds"
-state, with its ratio and the share of examples where it held. Both are measured through the model's own
-modules, by hooks on the named insertion points: nothing of the forward pass is written out again.
+trained (exact per example, one backward pass per class: pdelra.nn.diagnostics.jacobian_spectral_norm), and
+the composed bound amplification × roughness bound that the revised paper's "compositional perturbation
+bounds" state, with its ratio and the share of examples where it held. Both are measured through the model's
+own modules, by hooks on the named insertion points: nothing of the forward pass is written out again.
 
 `commutator` = ‖D(M(x)) − M(D(x))‖ / ‖M(x)‖ as the issue defines it. Its numerator only involves the
 attention branch A = M − I (the identity commutes with D), but its denominator holds the residual stream:
@@ -116,7 +116,7 @@ RESIDUAL_CHANNEL_POINTS = (
 
 # The code whose edits must rerun the diagnose jobs (and only them): the workflow passes its digest as a
 # rule parameter, because Snakemake reruns on params but never on edits of imported Python modules.
-DIAGNOSTICS_SOURCES = ("diagnostics.py", "diagnose.py")
+DIAGNOSTICS_SOURCES = ("nn/diagnostics.py", "diagnose.py")
 
 
 def source_digest() -> str:
@@ -158,8 +158,8 @@ def config_operators(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
     diffusion layer, by module name: the modules at the encoder's insertion points (its POINTS), outermost."""
     import torch
 
-    from pdelra.model import Identity
-    from pdelra.ops import DiffusionLayer
+    from pdelra.nn.model import Identity
+    from pdelra.nn.ops import DiffusionLayer
 
     if getattr(model.cfg, "operators", None) is None:
         return {}
@@ -257,7 +257,7 @@ class _Recorder:
 
 
 def _roughness(prefix: str, x: Tensor, lengths: Tensor | None) -> dict[str, Tensor]:
-    from pdelra import diagnostics as dg
+    from pdelra.nn import diagnostics as dg
 
     return {
         f"roughness_{prefix}": dg.dirichlet_energy(x, lengths),
@@ -266,7 +266,7 @@ def _roughness(prefix: str, x: Tensor, lengths: Tensor | None) -> dict[str, Tens
 
 
 def _perturbation(step: Any, x: Tensor, lengths: Tensor | None) -> dict[str, Tensor]:
-    from pdelra import diagnostics as dg
+    from pdelra.nn import diagnostics as dg
 
     p = dg.perturbation(step, x, lengths)
     ratio = torch_where_positive(p.bound, p.norm)
@@ -290,7 +290,7 @@ def _commutators(
 ) -> dict[str, Tensor]:
     """The commutator with the attention sub-layer M (relative to ‖M(x)‖) and with its branch A = M − I
     (relative to ‖A(x)‖; the numerator is the same, as the identity commutes with D)."""
-    from pdelra import diagnostics as dg
+    from pdelra.nn import diagnostics as dg
 
     def branch(u: Tensor, n: Tensor | None) -> Tensor:
         return mix(u, n) - u
@@ -314,8 +314,8 @@ def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recor
     """Run the encoder on (tokens, lengths) with hooks and record every row's per-example values."""
     import torch
 
-    from pdelra import diagnostics as dg
-    from pdelra.ops import DiffusionLayer
+    from pdelra.nn import diagnostics as dg
+    from pdelra.nn.ops import DiffusionLayer
 
     encoder = model.encoder
     blocks = list(encoder.blocks)
@@ -402,7 +402,7 @@ def _measure_operator(
     mixes: dict[int, Callable[[Tensor, Tensor | None], Tensor]],
 ) -> None:
     """An `operator` row: what applies to any operator (batch, length, d_model) → same, without α."""
-    from pdelra import diagnostics as dg
+    from pdelra.nn import diagnostics as dg
 
     block, point = operator_place(name)
     key = (block, name, "operator", point)
@@ -446,8 +446,8 @@ class _Point:
 def _insertion_points(model: torch.nn.Module) -> list[_Point]:
     import torch
 
-    from pdelra import diagnostics as dg
-    from pdelra.ops import DiffusionLayer
+    from pdelra.nn import diagnostics as dg
+    from pdelra.nn.ops import DiffusionLayer
 
     probe = dg.EulerStep(torch.tensor([PROBE_ALPHA]), PROBE_SCALES)
     points = [
@@ -517,7 +517,7 @@ def _sequence_norms(step: Any, x: Tensor, lengths: Tensor | None, tokens: Tensor
     along L; x (B, L, H, dh) — attn_heads — along H per token, then summed over the valid `tokens` (B,)."""
     import torch
 
-    from pdelra import diagnostics as dg
+    from pdelra.nn import diagnostics as dg
 
     if x.dim() == 3:
         p = dg.perturbation(step, x, lengths)
@@ -537,7 +537,7 @@ def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], re
     - `logit_change` ‖logits with D − logits without D‖: a trained layer with its Euler step replaced by the
       identity (its LayerNorm kept), the probe inserted at the block's input;
     - `amplification` σ_max of the Jacobian of the logits in the point's input, at the model as trained
-      (`pdelra.diagnostics.jacobian_spectral_norm`): how much the rest of the network can amplify a small
+      (`pdelra.nn.diagnostics.jacobian_spectral_norm`): how much the rest of the network can amplify a small
       change there;
     - `amplified_perturbation` = amplification × ‖D(x) − x‖ and `composed_bound` = amplification × the
       roughness bound (the revised paper's "insertion effect ≤ roughness × amplification"), with
@@ -545,7 +545,7 @@ def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], re
       composed_bound. A pair model's quantities cover both documents (the point feeds both towers)."""
     import torch
 
-    from pdelra import diagnostics as dg
+    from pdelra.nn import diagnostics as dg
 
     points = _insertion_points(model)
     logits, seen = _capture(model, inputs, points)
@@ -596,7 +596,7 @@ def load_run(run_dir: Path, data_dir: Path) -> tuple[torch.nn.Module, dict[str, 
     import dataclasses
 
     from pdelra.data.store import load_split, manifest_hash, read_manifest
-    from pdelra.model import ModelConfig
+    from pdelra.nn.model import ModelConfig
     from pdelra.training.batches import is_pair_split
     from pdelra.training.runconfig import validate_run_config
     from pdelra.training.runner import build_model

@@ -43,7 +43,7 @@ PRELOAD = (
     "torch._dynamo",
     "torch.optim",
     "pdelra.training.runner",
-    "pdelra.model",
+    "pdelra.nn.model",
     "pdelra.cta_official_lm",
     "pdelra.diagnose",
 )

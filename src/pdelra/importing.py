@@ -1,5 +1,5 @@
-"""A user's code named in a config as "module:attr" (an operator of a config variant, pdelra.model), imported
-with every failure said in one line.
+"""A user's code named in a config as "module:attr" (an operator of a config variant, pdelra.nn.model),
+imported with every failure said in one line.
 
 The module is found on sys.path or, failing that, as a file or package in the working directory: the
 workflow's jobs run there (the project root, where a user keeps `myops.py`), and `pdelra` runs as a console

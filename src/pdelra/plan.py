@@ -269,7 +269,7 @@ def calibrate(
     """
     import torch
 
-    from pdelra.model import LRAClassifier, ModelConfig
+    from pdelra.nn.model import LRAClassifier, ModelConfig
 
     keys = {k: v for k, v in model_cfg.items() if k in {f for f in ModelConfig.__dataclass_fields__}}
     keys["fused_diffusion"] = fused
@@ -317,7 +317,7 @@ def calibrate(
 
 # The sources a calibration exercises (besides calibrate and _time_steps themselves): an edit of one of them
 # times the model again.
-CALIBRATED_SOURCES = ("model.py", "ops.py", "fused.py")
+CALIBRATED_SOURCES = ("nn/model.py", "nn/ops.py", "nn/fused.py")
 CACHE_NAME = "plan/calibration.json"  # under results/{experiment}
 
 

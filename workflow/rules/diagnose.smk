@@ -9,7 +9,7 @@ is a parameter (Snakemake does not rerun on edits of imported Python modules, bu
 
 from pdelra.diagnose import source_digest
 
-DIAGNOSTICS_CODE = source_digest()  # sha256 of pdelra/diagnostics.py + pdelra/diagnose.py
+DIAGNOSTICS_CODE = source_digest()  # sha256 of pdelra/nn/diagnostics.py + pdelra/diagnose.py
 DIAGNOSE_EXAMPLES = 32  # the first N validation examples of each task, the same for every run
 
 

@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
 
-    from pdelra.model import LRAClassifier, ModelConfig
+    from pdelra.nn.model import LRAClassifier, ModelConfig
     from pdelra.training import batches as B
 
     if args.threads:

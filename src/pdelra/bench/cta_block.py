@@ -1,7 +1,7 @@
 """Benchmark: one Continuous-Time Attention block as its authors run it, forward only, against the same block
 without the PDE refinement.
 
-The block is theirs (pdelra.cta_official): a post-LN `nn.TransformerEncoderLayer` followed by `--steps`
+The block is theirs (pdelra.nn.cta_official): a post-LN `nn.TransformerEncoderLayer` followed by `--steps`
 refinement steps of `--kind` (`PDERefinement`, official initial α and β); the baseline is the encoder layer
 alone. Both are timed interleaved in one process, round after round (baseline, block, baseline, …), under
 `torch.inference_mode`, with bf16 autocast on CUDA when `--dtype bfloat16`; a round's ratio is the block's
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from pdelra.cta_official import KINDS, PDERefinement
+    from pdelra.nn.cta_official import KINDS, PDERefinement
 
     if args.kind not in KINDS:
         raise SystemExit(f"--kind: unknown kind {args.kind!r}; choose from {', '.join(KINDS)}")

@@ -8,9 +8,9 @@ times around it; the median over rounds is reported. Warm-up rounds (untimed) co
 
 Goals: fused ≤ 1.5× LayerNorm at one scale, ≤ 2× at multi-scale.
 
-`--official KIND ...` also times the Continuous-Time Attention authors' operator (`pdelra.cta_official`, one
-refinement step, official initial α and β) in the same rounds: eager, and compiled by `torch.compile` (what
-`train.compile: true` does to it). It takes the lengths only when they are ragged, as in the model (full
+`--official KIND ...` also times the Continuous-Time Attention authors' operator (`pdelra.nn.cta_official`,
+one refinement step, official initial α and β) in the same rounds: eager, and compiled by `torch.compile`
+(what `train.compile: true` does to it). It takes the lengths only when they are ragged, as in the model (full
 batches carry no mask). It has no goal; its rows carry the kind in the scale column (`official-KIND`).
 """
 
@@ -72,9 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _bench_shape(args: argparse.Namespace, device: Any, shape: tuple[int, int, int]) -> list[dict[str, Any]]:
     import torch
 
-    from pdelra.cta_official import KINDS, PDERefinement
-    from pdelra.model import SCALES
-    from pdelra.ops import DiffusionLayer
+    from pdelra.nn.cta_official import KINDS, PDERefinement
+    from pdelra.nn.model import SCALES
+    from pdelra.nn.ops import DiffusionLayer
 
     unknown = [kind for kind in args.official if kind not in KINDS]
     if unknown:
@@ -144,7 +144,7 @@ def _bench_shape(args: argparse.Namespace, device: Any, shape: tuple[int, int, i
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from pdelra.model import SCALES
+    from pdelra.nn.model import SCALES
 
     for scale in args.scales:
         if scale not in SCALES:

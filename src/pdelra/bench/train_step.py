@@ -142,7 +142,7 @@ def _train_step(
     """A timed forward + backward + AdamW step of the Table 8 ListOps model for one variant."""
     import torch
 
-    from pdelra.model import LRAClassifier, ModelConfig
+    from pdelra.nn.model import LRAClassifier, ModelConfig
 
     tokens, lengths, labels = batch
     cfg = ModelConfig(
@@ -180,8 +180,8 @@ def _layer_alone(
     """A timed forward + backward of one DiffusionLayer at the model's activation shape."""
     import torch
 
-    from pdelra.model import SCALES
-    from pdelra.ops import DiffusionLayer
+    from pdelra.nn.model import SCALES
+    from pdelra.nn.ops import DiffusionLayer
 
     tokens, lengths, _ = batch
     layer = DiffusionLayer(args.d_model, SCALES[scale], fused=path != "eager").to(device)
@@ -271,7 +271,7 @@ def _bench_length(args: argparse.Namespace, device: Any, length: int) -> list[di
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from pdelra.model import SCALES, VARIANTS
+    from pdelra.nn.model import SCALES, VARIANTS
 
     for name in args.variants:
         if name not in VARIANTS or name == "none":

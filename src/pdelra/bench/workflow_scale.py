@@ -101,7 +101,7 @@ def scale_config(repo: Path, runs: int) -> dict[str, Any]:
     """The paper config with grids.scale = 5 tasks x every variant x 4 scales x enough seeds, alone."""
     import yaml
 
-    from pdelra.model import SCALES, VARIANTS
+    from pdelra.nn.model import SCALES, VARIANTS
 
     config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
     tasks = list(config["tasks"])

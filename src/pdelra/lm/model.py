@@ -2,11 +2,11 @@
 
     tokens (B, T) ─▶ token emb + learned pos emb ─▶ block₁ … block_n ─▶ LayerNorm ─▶ head (tied to the emb)
 
-The blocks are `pdelra.model.Block`, the same pre-LN block as the LRA classifier, with a causal window mask
+The blocks are `pdelra.nn.model.Block`, the same pre-LN block as the LRA classifier, with a causal window mask
 instead of a padding mask: query t attends to keys t − window < s ≤ t. The conditions are rows of
-`pdelra.model.VARIANTS` (composition, no flags): `mha` = `none`, `physqk` = `physqk` (pure diffusion of the
+`pdelra.nn.model.VARIANTS` (composition, no flags): `mha` = `none`, `physqk` = `physqk` (pure diffusion of the
 token coordinates r), `physqk_ad` = `physqk_ad` (learnable convection–diffusion, per-layer α = σ(w_α),
-η = exp(w_η)); see pdelra.model for the coordinate flow. Its convection term r[t] − r[t−1] looks only
+η = exp(w_η)); see pdelra.nn.model for the coordinate flow. Its convection term r[t] − r[t−1] looks only
 backwards, so the LM stays causal.
 
 α allocation (PhysQK-AD only, the seed's ablation), `alpha_allocation`:
@@ -33,9 +33,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pdelra.model import Block, ConvectionDiffusionFlow, ModelConfig, Padding
+from pdelra.nn.model import Block, ConvectionDiffusionFlow, ModelConfig, Padding
 
-# condition → the VARIANTS row of pdelra.model it is built from
+# condition → the VARIANTS row of pdelra.nn.model it is built from
 CONDITIONS: dict[str, str] = {"mha": "none", "physqk": "physqk", "physqk_ad": "physqk_ad"}
 ALLOCATIONS = ("joint", "shared")  # or a list of fixed α per layer
 

@@ -6,7 +6,7 @@ Reads `cta_official_summary.csv` (pdelra.results.cta_official: official vs ours 
 paper's After Attention diffusion on one LRA task) and the rows of `claims.csv` whose family is
 `cta_official`; computes no statistic. Shows the recipe's deviations
 from the official scripts and the table of differences between the official operator and the pipeline's
-reading of the abstract (the `cta_*` rows), parsed from pdelra.cta_official's module docstring (its one
+reading of the abstract (the `cta_*` rows), parsed from pdelra.nn.cta_official's module docstring (its one
 statement). Says "not run" when the grid has no runs. The notebook calls
 `render(tables_dir, out_dir)`; the section prints its own heading.
 """
@@ -128,12 +128,12 @@ _SIDE = re.compile(r"^\s+(pipeline|official)  (.*)$")
 
 
 def differences_table(doc: str | None = None) -> pd.DataFrame:
-    """The table "How this differs from the pipeline's `cta_*` rows" of pdelra.cta_official's docstring as
+    """The table "How this differs from the pipeline's `cta_*` rows" of pdelra.nn.cta_official's docstring as
     rows (What, Our reading of the abstract, The official code). `doc`: that docstring by default."""
     import pandas as pd
 
     if doc is None:
-        from pdelra import cta_official
+        from pdelra.nn import cta_official
 
         doc = cta_official.__doc__ or ""
     start = doc.index("How this differs")
@@ -263,6 +263,6 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
         (),
         out_dir,
         "cta_official_differences",
-        "The official operator and model (pdelra.cta_official) against the pipeline's reading of the "
+        "The official operator and model (pdelra.nn.cta_official) against the pipeline's reading of the "
         "abstract (the cta_* variants), read in their code",
     )

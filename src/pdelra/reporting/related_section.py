@@ -527,7 +527,8 @@ DEVIATIONS = (
     "**Layer numbering**: the seed's “L1, L2/L3” are read as blocks.1, blocks.2, blocks.3 (0-based, as in "
     "the code); the seed does not state its numbering, so every layer is shown.",
     "**PhysQK-AD's LM**: token coordinates start at the embedded tokens and their displacement joins the "
-    "residual stream after attention (as in the LRA variant, pdelra.model); weight tying, learned positions, "
+    "residual stream after attention (as in the LRA variant, pdelra.nn.model); weight tying, learned "
+    "positions, "
     "end-of-document token 0, windows overlapping by one token; the seed's optimiser settings are not "
     "published (ours: AdamW 1e-3, warmup + cosine, as config `lm.train`).",
     "**α allocations**: `shared` ties one w_α across layers; fixed allocations freeze α at the listed values "
@@ -537,7 +538,7 @@ DEVIATIONS = (
     "**Advection–diffusion** (∂A/∂t = αΔA + β∂ₓA) is the fourth PDE type of CTA's official code "
     "(`AdvectionDiffusionPDELayer`, in its PDE-type ablation; the abstract names three). The code starts "
     "at β₀ = 0.03; ours starts at β = 0 (pure diffusion) and keeps |β| < 2α, Σα < ½ by construction, "
-    "so every evolved attention row stays a probability distribution (pdelra.pde_schemes).",
+    "so every evolved attention row stays a probability distribution (pdelra.nn.pde_schemes).",
 )
 
 

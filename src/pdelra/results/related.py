@@ -52,8 +52,8 @@ BASELINE_SCALE = "h1"
 CONDITIONS = (MHA, "physqk", AD)  # display order
 CTA_TYPES = ("cta_diffusion", "cta_wave", "cta_reaction_diffusion", "cta_advection_diffusion")
 O_L2 = frozenset({"cta_reaction_diffusion"})  # materialises the L × L attention matrix
-# pdelra.model.ModelConfig.cta_steps: the pseudo-time steps of a CTA run in the `base` setting (a test checks
-# they agree; importing pdelra.model here would pull torch into `pdelra aggregate`).
+# pdelra.nn.model.ModelConfig.cta_steps: the pseudo-time steps of a CTA run in the `base` setting (a test
+# checks they agree; importing pdelra.nn.model here would pull torch into `pdelra aggregate`).
 DEFAULT_CTA_STEPS = 3
 LAYER_QUANTITIES = ("alpha", "eta", "eff_pe")
 

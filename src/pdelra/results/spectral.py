@@ -7,7 +7,7 @@ One Euler step u ← u + Σ_k α_k w_k Δ_{h_k} u acts on a Fourier mode e^{iωn
 with w_k = 1 for `stencil_scaling: unit` (eq. 6, the default) and w_k = 1/h_k² for `inverse_h2` (eq. 11).
 The paper's Table 16 gives band energies without defining the bands or the normalisation; ours are the mean
 of |H(ω)|² over four equal bands of [0, π] (Low = [0, π/4], …, High = [3π/4, π]), so 1 = the band passes
-unchanged. This module imports no torch; `pdelra.ops` defines the same stencil weights and initial α
+unchanged. This module imports no torch; `pdelra.nn.ops` defines the same stencil weights and initial α
 (tests/test_report_spectral.py keeps them in step).
 """
 

@@ -47,7 +47,7 @@ ALPHA_COLUMNS = ("mean", "min", "max", *(f"per_scale_h{h}" for h in ALPHA_STEP_S
 # The ListOps tables of the paper (7, 12, 14, 15) are on this task.
 LISTOPS = "listops"
 SCALE_ORDER = ("h1", "h2", "h4", "multi")
-# Model defaults (pdelra.model.ModelConfig) for runs whose metrics.json predates the runs.csv column.
+# Model defaults (pdelra.nn.model.ModelConfig) for runs whose metrics.json predates the runs.csv column.
 DEFAULT_ALPHA_INIT = 0.1
 DEFAULT_STENCIL_SCALING = "unit"
 DEFAULT_MULTISCALE_INIT = "paper"

@@ -62,7 +62,7 @@ DERIVED_MODEL_FIELDS = frozenset({"vocab_size", "num_classes", "max_length", "va
 
 def build_model(cfg: RunConfig, manifest: dict[str, Any], two_tower: bool) -> torch.nn.Module:
     """The LRA classifier for this run; the manifest supplies vocabulary, classes and length."""
-    from pdelra.model import LRAClassifier, ModelConfig
+    from pdelra.nn.model import LRAClassifier, ModelConfig
 
     allowed = {f.name for f in dataclasses.fields(ModelConfig)} - DERIVED_MODEL_FIELDS
     unknown = sorted(set(cfg.model) - allowed)

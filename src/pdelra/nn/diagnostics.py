@@ -4,7 +4,7 @@ dim −2 and, optionally, `lengths` (batch,) giving each sequence's valid length
 
 Notation (0-based positions, one sequence of valid length n, one channel):
 
-    Δ_h u_i = u_{i+h} − 2u_i + u_{i−h}        half-sample symmetric reflection at 0 and n (pdelra.ops)
+    Δ_h u_i = u_{i+h} − 2u_i + u_{i−h}        half-sample symmetric reflection at 0 and n (pdelra.nn.ops)
     E(u)    = Σ_{i=0}^{n−2} (u_{i+1} − u_i)²   the Dirichlet energy ("roughness") = uᵀ(−Δ_1)u
     D u     = u + Σ_k w_k Δ_{h_k} u            one explicit Euler step at scales h_k
 
@@ -31,7 +31,7 @@ from typing import NamedTuple
 import torch
 from torch import Tensor
 
-from pdelra.ops import diffusion_step
+from pdelra.nn.ops import diffusion_step
 
 STENCIL_SCALINGS = ("unit", "inverse_h2")
 
@@ -133,7 +133,7 @@ class EulerStep:
 
     @classmethod
     def from_layer(cls, layer: torch.nn.Module) -> EulerStep:
-        """The Euler step of a `pdelra.ops.DiffusionLayer` (its trained α, scales and stencil scaling).
+        """The Euler step of a `pdelra.nn.ops.DiffusionLayer` (its trained α, scales and stencil scaling).
 
         The layer's LayerNorm, if any, is not part of D: it acts on each token separately and is outside
         the bound (measure roughness after it with `dirichlet_energy` on the layer's output).

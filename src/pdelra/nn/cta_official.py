@@ -17,7 +17,7 @@ One step, per channel, on interior positions i (u = x in float32, Δu_i = u_{i+1
 Causal (their LM): position i ≥ 2 takes the stencil that ends at i (Δ centred at i − 1), so nothing reads
 its future: u_i ← u_i + α (u_i − 2u_{i−1} + u_{i−2}) [+ β u_i (1 − σ(u_i)) | + β (u_i − u_{i−1})].
 
-How this differs from the pipeline's `cta_*` rows of `pdelra.model.VARIANTS` (each row read in their code):
+How this differs from the pipeline's `cta_*` rows of `pdelra.nn.model.VARIANTS` (each row read in their code):
 
     what evolves       pipeline  attention rows along the key axis, A·p(Δ)·V inside each block
                        official  the hidden states, refined after each Transformer layer
@@ -68,8 +68,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import Tensor, nn
 
-if TYPE_CHECKING:  # at run time pdelra.model imports this module, never the other way round
-    from pdelra.model import ModelConfig
+if TYPE_CHECKING:  # at run time pdelra.nn.model imports this module, never the other way round
+    from pdelra.nn.model import ModelConfig
 
 # kind → (α₀, β₀): the official layers' default initial values; None = the kind has no β
 OFFICIAL_INIT: dict[str, tuple[float, float | None]] = {
@@ -80,7 +80,8 @@ OFFICIAL_INIT: dict[str, tuple[float, float | None]] = {
 }
 KINDS = tuple(OFFICIAL_INIT)
 
-# variant name (pdelra.model.VARIANTS, point block_output) → kind of the official refinement after each layer
+# variant name (pdelra.nn.model.VARIANTS, point block_output) → kind of the official refinement after each
+# layer
 OFFICIAL_VARIANTS: dict[str, str] = {
     "cta_official_diffusion": "diffusion",
     "cta_official_wave": "wave",
@@ -240,7 +241,7 @@ class OfficialTransformer(nn.Module):
 
 
 class OfficialEncoder(OfficialTransformer):
-    """Backbone `official_cta` of `pdelra.model.LRAClassifier`: tokens (B, L), lengths (B,) → masked mean
+    """Backbone `official_cta` of `pdelra.nn.model.LRAClassifier`: tokens (B, L), lengths (B,) → masked mean
     (B, d). With the classifier's linear head this is their PDETransformerClassifier (their
     StandardTransformerClassifier for variant `none`)."""
 

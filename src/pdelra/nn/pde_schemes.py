@@ -6,7 +6,7 @@ Discretisation (explicit Euler, unit pseudo-time step, central differences, stri
 
     A ← M A,   M = I + Σ_k α_k Δ_{h_k} + Σ_k β_k D_{h_k}
 
-Δ_h is the Laplacian of `pdelra.ops` (half-sample symmetric ends). D_h is the central difference
+Δ_h is the Laplacian of `pdelra.nn.ops` (half-sample symmetric ends). D_h is the central difference
 ½(A_{i+h} − A_{i−h}) in flux form with zero flux through both ends: D_h = −C_hᵀ, where C_h is the central
 difference with Δ_h's symmetric reflection R, C_h u_i = ½(u_{R(i+h)} − u_{R(i−h)}). As C_h 1 = 0 and
 Δ_h 1 = 0, every row's mass Σ_j A_j is conserved (1ᵀM = 1ᵀ) whatever α and β are.
@@ -35,7 +35,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
-from pdelra.ops import StepSizes, diffusion_step, initial_alphas
+from pdelra.nn.ops import StepSizes, diffusion_step, initial_alphas
 
 # |β_k| ≤ DRIFT_BUDGET · 2α_k: a hair under the positivity bound, so float rounding cannot cross it.
 DRIFT_BUDGET = 1 - 2**-16

@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pdelra.fused import fused_diffusion
+from pdelra.nn.fused import fused_diffusion
 
 # Initial weight of each scale relative to the first, in the order the scales are given
 # (paper §3.4: 1 : 0.6 : 0.3).
@@ -301,7 +301,7 @@ class DiffusionLayer(nn.Module):
     With `norm=False` the layer is the bare Euler step (used where rows must stay probability
     distributions). Padded positions leave the layer as 0.
 
-    `fused=True` runs the step, LayerNorm and mask as one operator (`pdelra.fused`: one compiled pass
+    `fused=True` runs the step, LayerNorm and mask as one operator (`pdelra.nn.fused`: one compiled pass
     forward, one backward); `fused=False` is the eager reference (`diffusion_step`, `nn.LayerNorm`, mask).
     Both hold the same parameters and compute the same function.
     """

@@ -14,7 +14,7 @@ is a row too, built from data: an operator name (`OPERATORS`, or a user's `modul
 has no row entries; the seven positions of the paper (Table 5) and the related systems are one or two entries
 each. Scales `SCALES` choose the Laplacian step(s) of every diffusion operator. `ModelConfig.backbone` picks
 the encoder from `ENCODERS`: this pre-LN one (`pdelra`) or the Continuous-Time Attention authors' post-LN
-stack (`official_cta`, `pdelra.cta_official`, whose only point is block_output). An encoder names its
+stack (`official_cta`, `pdelra.nn.cta_official`, whose only point is block_output). An encoder names its
 insertion points once, in its POINTS; a new point is a name there and the `_point` that fills it.
 
 Padding comes only from the explicit `lengths`, never from token values (the original LRA code masked token 0,
@@ -37,11 +37,12 @@ Choices the papers leave open
   and wave are linear in A, so they act on V and keep fused attention (wave: leapfrog from rest).
   Reaction–diffusion uses a logistic reaction ρA(1−A) and row renormalisation; it is nonlinear in A, so that
   variant MATERIALISES the L × L attention matrix (O(L²) memory), the one exception to fused attention.
-  Advection–diffusion (∂A/∂t = αΔA + β∂ₓA, central difference, `pdelra.pde_schemes`) is linear in A too and
+  Advection–diffusion (∂A/∂t = αΔA + β∂ₓA, central difference, `pdelra.nn.pde_schemes`) is linear in A too and
   acts on V as Mᵀ; |β| < 2α and Σα < ½ by construction keep every evolved row a probability distribution.
 - Continuous-Time Attention as its authors run it (cta_official_*): `cta_steps` official refinement steps of
   the hidden states after each block's MLP residual add (their code refines after each Transformer layer);
-  fixed ends, α and β unconstrained, official initial values. The differences table is pdelra.cta_official's.
+  fixed ends, α and β unconstrained, official initial values. The differences table is
+  pdelra.nn.cta_official's.
 - PhysQK / PhysQK-AD: token coordinates r (batch, length, d_model) start as the embedding output x₀ (every
   token starts at its embedded position). In each block, r is transported by the block's own attention
   weights (per head, r split across heads like V, appended to V so one fused call gives A·r), then
@@ -62,9 +63,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from pdelra.cta_official import OFFICIAL_VARIANTS, OfficialEncoder, PDERefinement
 from pdelra.importing import import_callable
-from pdelra.ops import (
+from pdelra.nn.cta_official import OFFICIAL_VARIANTS, OfficialEncoder, PDERefinement
+from pdelra.nn.ops import (
     MULTISCALE_INITS,
     STENCIL_SCALINGS,
     DiffusionLayer,
@@ -72,7 +73,7 @@ from pdelra.ops import (
     PseudoTimeReactionDiffusion,
     PseudoTimeWave,
 )
-from pdelra.pde_schemes import PseudoTimeAdvectionDiffusion
+from pdelra.nn.pde_schemes import PseudoTimeAdvectionDiffusion
 
 SCALES: dict[str, tuple[int, ...]] = {"h1": (1,), "h2": (2,), "h4": (4,), "multi": (1, 2, 4)}
 
@@ -95,7 +96,7 @@ class ModelConfig:
     cta_steps: int = 3  # pseudo-time steps of the Continuous-Time Attention variants
     stencil_scaling: str = "unit"  # diffusion layers: "unit" (eq. 6) or "inverse_h2" (eq. 11, Δ_h / h²)
     multiscale_init: str = "paper"  # "paper": α_init × (1, 0.6, 0.3); "normalised": same ratios, Σ = α_init
-    fused_diffusion: bool = True  # diffusion layers as one compiled operator (pdelra.fused); False = eager
+    fused_diffusion: bool = True  # diffusion layers as one compiled operator (pdelra.nn.fused); False = eager
     backbone: str = "pdelra"  # a key of ENCODERS: "pdelra" (this pre-LN one) or "official_cta" (CTA's own)
     # A variant declared in the workflow config: {point, or a built-in variant's name for its points:
     # {"operator": name, "args": {...}}}; None: the row VARIANTS[variant]. Not hashed (a dict).

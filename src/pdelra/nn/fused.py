@@ -2,9 +2,9 @@
 
     y = mask · LN(u),   u = x + Σ_k c_k (x_{i+h_k} + x_{i−h_k} − 2 x_i)     (x zeroed at padding first)
 
-with the half-sample symmetric extension of `pdelra.ops` (each sequence reflected at its own last valid token;
-any h, including h ≥ L, by repeated reflection). `c_k` (K, C) are the stencil coefficients: α_k, or α_k / h_k²
-with `stencil_scaling="inverse_h2"`. `norm=False` gives the bare Euler step (mask · u).
+with the half-sample symmetric extension of `pdelra.nn.ops` (each sequence reflected at its own last valid
+token; any h, including h ≥ L, by repeated reflection). `c_k` (K, C) are the stencil coefficients: α_k, or
+α_k / h_k² with `stencil_scaling="inverse_h2"`. `norm=False` gives the bare Euler step (mask · u).
 
 Why this is fast: the eager reference (`ops.DiffusionLayer` with `fused=False`) makes about ten passes over
 the activations (stencil slices, adds, mask, LayerNorm, each forward and backward). Here the forward is one
