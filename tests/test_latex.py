@@ -18,7 +18,8 @@ from tools import ensure_debian_tool
 
 from pdelra.errors import UserError
 from pdelra.reporting.io import save_table, to_latex
-from pdelra.reporting.latex import PACKAGES, LatexError, build_pdf, latex_escape, write_paper_tables
+from pdelra.reporting.latex import PACKAGES, latex_escape
+from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 
 # Every non-ASCII character the report's tables were found to hold.
 ISSUE_CHARACTERS = "τρη≤²±−—ΣαβΔ‖×…→ω½é–↔§"

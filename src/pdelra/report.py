@@ -254,7 +254,7 @@ def _paper_tables(report_dir: Path) -> None:
     """tables/paper-tables.tex (every table, \\input-ed) and its PDF when pdflatex is installed. A failed
     compile is logged and leaves the .tex: the report itself is complete without the PDF (the tests
     compile every table with a real TeX)."""
-    from pdelra.reporting.latex import LatexError, build_pdf, write_paper_tables
+    from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 
     tex = write_paper_tables(report_dir)
     try:
