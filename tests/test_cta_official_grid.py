@@ -14,13 +14,13 @@ import pytest
 import yaml
 from conftest import REPO
 
-from pdelra import cta_official_grid as grid
 from pdelra import paper
 from pdelra.config_check import config_problems
+from pdelra.cta_official import aggregate as tables
+from pdelra.cta_official import grid as grid
 from pdelra.nn.cta_official import OFFICIAL_VARIANTS
 from pdelra.reporting import cta_official_section as section
 from pdelra.reporting.io import read_artifacts
-from pdelra.results import cta_official as tables
 from pdelra.results.build import claims_table
 from pdelra.results.catalogue import cta
 

@@ -16,9 +16,10 @@ import pytest
 import yaml
 from conftest import REPO
 
-from pdelra import cta_official_grid as grid
 from pdelra import paper
-from pdelra.cta_official_lm import (
+from pdelra.cta_official import aggregate as tables
+from pdelra.cta_official import grid as grid
+from pdelra.cta_official.lm import (
     OfficialWarmup,
     _LMRun,
     train_lm,
@@ -28,7 +29,6 @@ from pdelra.data import cta
 from pdelra.data.generate import generate
 from pdelra.data.store import load_split
 from pdelra.results import claims as C
-from pdelra.results import cta_official as tables
 from pdelra.results.catalogue import cta as cta_claims
 from pdelra.training.interrupts import EXIT_INTERRUPTED
 from pdelra.training.metrics import TIMING_FIELDS

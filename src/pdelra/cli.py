@@ -31,7 +31,7 @@ SUBCOMMAND_MODULES = (
     "pdelra.plan",  # plan (jobs, steps, device-hours, disk, memory of a config)
     "pdelra.forkserver",  # forkserver run -- CMD (one torch import for many jobs)
     "pdelra.lm.cli",  # lm prepare | train | aggregate (PhysQK-AD's LM experiment)
-    "pdelra.results.cta_official",  # cta-official aggregate (Continuous-Time Attention's own experiments)
+    "pdelra.cta_official.aggregate",  # cta-official aggregate (Continuous-Time Attention's own experiments)
 )
 
 

@@ -340,7 +340,7 @@ def data_problems(config: Mapping[str, Any]) -> list[str]:
     from pdelra.errors import UserError
 
     problems = []
-    from pdelra.cta_official_grid import lra_raw_tasks
+    from pdelra.cta_official.grid import lra_raw_tasks
 
     needed = tasks | ({config["lm"]["corpus"]} if config.get("lm") else set())
     for task in sorted(needed | lra_raw_tasks(config.get("cta_official"))):
@@ -358,7 +358,7 @@ def cta_official_problems(config: Mapping[str, Any]) -> list[str]:
     section = config.get("cta_official")
     if not section:
         return []
-    from pdelra import cta_official_grid as grid
+    from pdelra.cta_official import grid as grid
     from pdelra.nn.model import ModelConfig
     from pdelra.training.runconfig import RunConfigError, validate_run_config
 
@@ -383,8 +383,8 @@ def cta_official_problems(config: Mapping[str, Any]) -> list[str]:
 def _cta_lm_problems(section: Mapping[str, Any]) -> list[str]:
     """`cta_official.wikitext103`: every run's config is one `pdelra cta-official train-lm` takes and its
     model builds (d_model divisible by n_heads, …)."""
-    from pdelra import cta_official_grid as grid
-    from pdelra.cta_official_lm import model_config, validate_lm_run_config
+    from pdelra.cta_official import grid as grid
+    from pdelra.cta_official.lm import model_config, validate_lm_run_config
     from pdelra.training.runconfig import RunConfigError
 
     lm = grid.lm_section(section)
@@ -402,7 +402,7 @@ def _cta_lm_problems(section: Mapping[str, Any]) -> list[str]:
 
 
 def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) -> list[str]:
-    from pdelra import cta_official_grid as grid
+    from pdelra.cta_official import grid as grid
 
     data = config["data"]
     sources = grid.own_sources(section, data["source"])

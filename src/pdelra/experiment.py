@@ -9,7 +9,7 @@ Jobs come in two kinds:
   minutes for the first attempt: a retry asks for attempt × runtime). `TRAINING_RULES` lists the rules and the
   function expanding each: `train` (the LRA runs of every grid in `run_grids`), `train_pack` (one job per
   pack of runs of the tasks with `resources.pack` > 1), `lm_train` (PhysQK-AD's LM), `cta_official_train`
-  (Continuous-Time Attention's own classification runs, pdelra.cta_official_grid) and `cta_lm_train` (its
+  (Continuous-Time Attention's own classification runs, pdelra.cta_official.grid) and `cta_lm_train` (its
   WikiText-103 LM runs). A new training rule adds one
   entry there and its rule;
 - the other jobs (`other_jobs`): data preparation, diagnostics, tables, report and DVC, counted per rule.
@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Any
 
-from pdelra import cta_official_grid
 from pdelra import runs as run_layout
+from pdelra.cta_official import grid as cta_official_grid
 from pdelra.lm import grid as lm_grid
 
 Run = tuple[str, str, str, str, int]  # (task, variant, scale, setting, seed): pdelra.runs.RUN_KEYS
@@ -287,7 +287,7 @@ def cta_official_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
 
 def cta_lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     """The `cta_lm_train` rule's jobs: Continuous-Time Attention's WikiText-103 LM runs
-    (pdelra.cta_official_grid.lm_runs); none without `cta_official.wikitext103`."""
+    (pdelra.cta_official.grid.lm_runs); none without `cta_official.wikitext103`."""
     section = config.get("cta_official")
     lm = cta_official_grid.lm_section(section)
     if not lm:

@@ -44,7 +44,7 @@ PRELOAD = (
     "torch.optim",
     "pdelra.training.runner",
     "pdelra.nn.model",
-    "pdelra.cta_official_lm",
+    "pdelra.cta_official.lm",
     "pdelra.diagnose",
 )
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)

@@ -11,7 +11,7 @@ from types import SimpleNamespace
 from snakemake.utils import validate
 
 from pdelra import experiment
-from pdelra import cta_official_grid as cta_grid
+from pdelra.cta_official import grid as cta_grid
 from pdelra import runs as run_layout
 from pdelra import slurm_site
 from pdelra.aggregate import AGGREGATE_TABLES
@@ -495,7 +495,7 @@ CTA_PROCESSED = f"{PROCESSED}/{cta_grid.PROCESSED_DIR}"
 CTA_PATTERN = run_layout.RUN_PATTERN.format(
     task="{cta_task}", variant="{cta_variant}", scale=cta_grid.SCALE, setting="base", seed="{seed}"
 )
-# The WikiText-103 LM's runs: task wikitext103, a setting per ablation (pdelra.cta_official_grid.lm_runs).
+# The WikiText-103 LM's runs: task wikitext103, a setting per ablation (pdelra.cta_official.grid.lm_runs).
 CTA_LM = cta_grid.lm_section(CTA)
 CTA_LM_PATTERN = run_layout.RUN_PATTERN.format(
     task=cta_grid.LM_TASK, variant="{cta_variant}", scale=cta_grid.SCALE, setting="{cta_lm_setting}", seed="{seed}"

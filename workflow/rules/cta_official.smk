@@ -1,10 +1,10 @@
-"""Continuous-Time Attention's own experiments (config key `cta_official`; pdelra.cta_official_grid): their
+"""Continuous-Time Attention's own experiments (config key `cta_official`; pdelra.cta_official.grid): their
 sources (downloaded with DVC, or generated), `pdelra preprocess-cta`, one `pdelra train` job per run with
 the authors' model, and tables/cta_official_runs.csv (+ the official-vs-ours summary) for the claims and the
 report. Runs: results/{experiment}/cta_official/runs/{task}/{variant}/h1/base/seed{n}; the WikiText-103 causal LM
 (`cta_official.wikitext103`: `pdelra cta-official train-lm`, one job per run) under
 .../runs/wikitext103/{variant}/h1/{setting}/seed{n}, its setting naming the ablation (base, steps{n},
-data{p}; pdelra.cta_official_grid). Without the section there are no such jobs and the report's section
+data{p}; pdelra.cta_official.grid). Without the section there are no such jobs and the report's section
 says "not run"."""
 
 if CTA:

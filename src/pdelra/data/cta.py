@@ -20,7 +20,7 @@ predicts tokens 1..L-1 of a block from the ones before), labels the file line th
 
 `subset` (the data-size ablation, run_ablation_datasize.py: fractions 0.001, 0.01, 0.05, 0.1 of the training
 rows): a seeded random `int(N * fraction)` of train rows, val and test copied unchanged. The rows are
-`subset_rows(N, fraction, seed)`, which the WikiText-103 trainer (pdelra.cta_official_lm,
+`subset_rows(N, fraction, seed)`, which the WikiText-103 trainer (pdelra.cta_official.lm,
 `train.data_fraction`) applies in memory with each run's seed; the workflow uses that, no copy per fraction.
 """
 
@@ -271,7 +271,7 @@ def _language_model(raw: Path, tokenizer_file: Path, out: Path, block_size: int)
 def subset_rows(n: int, fraction: float, seed: int) -> np.ndarray:
     """The data-size ablation's training rows: `int(n * fraction)` of range(n) (the ablation script's
     num_samples), drawn by a permutation seeded with `seed`, in increasing order. A pure function of its
-    arguments, so `subset` and the official LM trainer (pdelra.cta_official_lm) draw the same rows; the
+    arguments, so `subset` and the official LM trainer (pdelra.cta_official.lm) draw the same rows; the
     rows for a smaller fraction are not nested in a larger one's (the official script draws each anew)."""
     if not 0 < fraction <= 1:
         raise DataError(None, f"data fraction must be in (0, 1], got {fraction}")

@@ -1,6 +1,6 @@
 """Report section: Continuous-Time Attention as its authors run it (display only).
 
-Reads `cta_official_summary.csv` (pdelra.results.cta_official: official vs ours per task × variant),
+Reads `cta_official_summary.csv` (pdelra.cta_official.aggregate: official vs ours per task × variant),
 `cta_official_lm.csv` (the WikiText-103 LM: a table per ablation, Tables 3-5 and the data sizes),
 `cta_operator_comparison.csv` (pdelra.results.related: the official operator, our attention-row CTA and the
 paper's After Attention diffusion on one LRA task) and the rows of `claims.csv` whose family is
@@ -13,7 +13,6 @@ statement). Says "not run" when the grid has no runs. The notebook calls
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -123,36 +122,15 @@ def lm_display(table: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-_ROW = re.compile(r"^ {4}(\S.*?)\s+(pipeline|official)\s+(.*)$")
-_SIDE = re.compile(r"^\s+(pipeline|official)  (.*)$")
-
-
-def differences_table(doc: str | None = None) -> pd.DataFrame:
-    """The table "How this differs from the pipeline's `cta_*` rows" of pdelra.nn.cta_official's docstring as
-    rows (What, Our reading of the abstract, The official code). `doc`: that docstring by default."""
+def differences_table() -> pd.DataFrame:
+    """How the official operator differs from our reading of the abstract, as rows (What, Our reading of the
+    abstract, The official code): `pdelra.nn.cta_official.DIFFERENCES`, data, not text parsed."""
     import pandas as pd
 
-    if doc is None:
-        from pdelra.nn import cta_official
+    from pdelra.nn.cta_official import DIFFERENCES
 
-        doc = cta_official.__doc__ or ""
-    start = doc.index("How this differs")
-    block = doc[start:].split("\n\n", 2)[1]  # the table: the paragraph after its heading line
-    rows: list[dict[str, str]] = []
-    side = ""
-    for line in block.splitlines():
-        if match := _ROW.match(line):
-            rows.append({"What": match.group(1), "pipeline": "", "official": ""})
-            side, text = match.group(2), match.group(3)
-        elif match := _SIDE.match(line):
-            side, text = match.group(1), match.group(2)
-        else:
-            text = line.strip()
-        if rows and text:
-            rows[-1][side] = f"{rows[-1][side]} {text}".strip()
-    frame = pd.DataFrame(rows, columns=["What", "pipeline", "official"])
-    return frame.rename(
-        columns={"pipeline": "Our reading of the abstract (cta_*)", "official": "The official code"}
+    return pd.DataFrame(
+        DIFFERENCES, columns=["What", "Our reading of the abstract (cta_*)", "The official code"]
     )
 
 

@@ -1,5 +1,5 @@
 """The resumable training loop that both language-model trainers share (`pdelra lm train`, pdelra.lm.trainer;
-`pdelra cta-official train-lm`, pdelra.cta_official_lm).
+`pdelra cta-official train-lm`, pdelra.cta_official.lm).
 
 A run trains a causal LM on the rows of a token store (windows or blocks, one row a sequence) and writes
 RUN_DIR/metrics.json. `TokenLMRun` holds everything that does not depend on the model: loading and checking

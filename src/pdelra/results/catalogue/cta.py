@@ -1,5 +1,5 @@
 """Continuous-Time Attention's claims: our reading of its abstract on the LRA grid (family `cta`), and every
-number of its own experiments as its authors run them (family `cta_official`; `pdelra.cta_official_grid`,
+number of its own experiments as its authors run them (family `cta_official`; `pdelra.cta_official.grid`,
 tables/cta_official_runs.csv)."""
 
 from __future__ import annotations

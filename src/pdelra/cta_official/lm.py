@@ -27,7 +27,7 @@ as `diverged` (Table 4 calls 8 steps "unstable"); the best epoch before it is st
 The loop, checkpoints, resume and provenance are pdelra.training.token_lm.TokenLMRun's (shared with
 `pdelra lm train`); this module gives the model, optimiser, schedule, loss, perplexities and α/β.
 
-Run config (JSON/YAML; keys checked, unknown ones refused; pdelra.cta_official_grid.lm_run_config):
+Run config (JSON/YAML; keys checked, unknown ones refused; pdelra.cta_official.grid.lm_run_config):
     task: wikitext103   variant: none | cta_official_*   scale: h1   setting: base | steps{n} | data{p}
     seed: 0   model: {d_model, n_layers, n_heads, d_mlp, dropout, cta_steps}
     train: {batch_size, eval_batch_size, lr, betas, weight_decay, warmup_ratio, max_epochs, max_steps,
@@ -122,7 +122,7 @@ def perplexity(nats_per_token: float | None) -> float | None:
 
 
 class _LMRun(TokenLMRun):
-    log = logging.getLogger("pdelra.cta_official_lm")
+    log = logging.getLogger("pdelra.cta_official.lm")
     SUM_KEY, COUNT_KEY = "nats_sum", "tokens"  # the epoch's train_loss: mean over predicted tokens
 
     validate = staticmethod(validate_lm_run_config)

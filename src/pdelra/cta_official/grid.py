@@ -8,7 +8,7 @@ The runs of workflow/rules/cta_official.smk, two kinds:
   operator). Tasks are `pdelra preprocess-cta`'s classification tasks (Table 1: `imdb`, `agnews`, `sst2`;
   Table 2: `imdb_char`).
 - the WikiText-103 causal LM (Tables 3-5, `cta_official.wikitext103`; `lm_runs`), each trained by `pdelra
-  cta-official train-lm` (pdelra.cta_official_lm, the authors' OfficialCTALM), task `wikitext103`, scale
+  cta-official train-lm` (pdelra.cta_official.lm, the authors' OfficialCTALM), task `wikitext103`, scale
   `h1`, the setting naming what the official ablation scripts vary:
       none / base                 the standard Transformer (run_language_modeling.py; the steps ablation's 0)
       cta_official_diffusion / steps{n}   diffusion with n PDE steps, n in `steps` and `pde_steps` (Table 4,
@@ -58,7 +58,7 @@ VOCAB = "bert_uncased_vocab"  # the vocab.txt download (real data)
 WORDPIECE = "wordpiece"  # the generated vocab.txt (`pdelra generate wordpiece`)
 LM_TOKENIZER = "tinyllama_tokenizer"  # TinyLlama's tokenizer.json download (real data)
 BPE = "bpe"  # the generated tokenizer.json (`pdelra generate bpe`)
-# The tables `pdelra cta-official aggregate` writes (as NAME.csv; pdelra.results.cta_official).
+# The tables `pdelra cta-official aggregate` writes (as NAME.csv; pdelra.cta_official.aggregate).
 TABLES = ("cta_official_runs", "cta_official_summary", "cta_official_lm")
 # Download file names under data.raw_dir/downloads/ (extract tells tar from zip by content).
 DOWNLOAD_FILES = {
@@ -132,7 +132,7 @@ def lm_runs(section: Mapping[str, Any] | None) -> list[Run]:
 
 
 def lm_run_config(section: Mapping[str, Any], variant: str, setting: str, seed: int | str) -> dict[str, Any]:
-    """One LM run's config for `pdelra cta-official train-lm` (pdelra.cta_official_lm.LM_SCHEMA): the
+    """One LM run's config for `pdelra cta-official train-lm` (pdelra.cta_official.lm.LM_SCHEMA): the
     section's model and train, the setting's step count (model.cta_steps, unused by `none`) and its
     fraction of the training blocks (train.data_fraction, null = all)."""
     lm = lm_section(section)

@@ -1,6 +1,6 @@
 """`pdelra cta-official aggregate`: Continuous-Time Attention's own runs → tables/cta_official_runs.csv,
 tables/cta_official_summary.csv and tables/cta_official_lm.csv (workflow/rules/cta_official.smk); and
-`pdelra cta-official train-lm` (pdelra.cta_official_lm), the WikiText-103 LM trainer.
+`pdelra cta-official train-lm` (pdelra.cta_official.lm), the WikiText-103 LM trainer.
 
 - `cta_official_runs.csv`: one row per run, whatever became of it, with the columns of runs.csv
   (pdelra.aggregate.RUN_COLUMNS; the same reader, so a misplaced or broken metrics.json is caught alike)
@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
-from pdelra.cta_official_grid import LM_PDE, LM_TASK, OFFICIAL_LM_STEPS, TABLES, steps_setting
+from pdelra.cta_official.grid import LM_PDE, LM_TASK, OFFICIAL_LM_STEPS, TABLES, steps_setting
 from pdelra.runs import RUN_KEYS
 
 if TYPE_CHECKING:
@@ -35,7 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 COMPLETED = "completed"
-# The LM's columns of cta_official_runs.csv, read from its metrics.json (pdelra.cta_official_lm).
+# The LM's columns of cta_official_runs.csv, read from its metrics.json (pdelra.cta_official.lm).
 LM_COLUMNS = ("best_val_perplexity", "test_perplexity", "final_val_perplexity", "data_fraction")
 LM_TABLE_COLUMNS = (
     "ablation",
@@ -232,13 +232,13 @@ def register(subparsers: Any) -> None:
     train = sub.add_parser(
         "train-lm",
         help="train one WikiText-103 LM run (OfficialCTALM), write its metrics.json (exit 75: resume)",
-        description="One run of the authors' WikiText-103 LM with their recipe (pdelra.cta_official_lm); "
+        description="One run of the authors' WikiText-103 LM with their recipe (pdelra.cta_official.lm); "
         "exit 0 when completed or diverged, 75 when interrupted after a checkpoint (rerun to resume), 2 for "
         "a bad run config or data.",
     )
     add_lm_train_arguments(
         train,
-        "pdelra.cta_official_lm",
-        "task wikitext103, variant, scale, setting, seed, model, train (pdelra.cta_official_lm)",
+        "pdelra.cta_official.lm",
+        "task wikitext103, variant, scale, setting, seed, model, train (pdelra.cta_official.lm)",
         "`pdelra preprocess-cta wikitext103` folder",
     )
