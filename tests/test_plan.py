@@ -318,3 +318,19 @@ def test_the_plan_prints_what_each_job_asks_for(tmp_path: Path, capsys: pytest.C
     assert "asks mem" in header and "cpus" in header
     pack = next(line for line in lines if line.startswith("train_pack"))
     assert "24.0 GB" in pack and re.search(r"\s8\s", pack)
+
+
+def test_attempts_never_ask_for_more_than_the_cap() -> None:
+    """cluster.max_runtime caps every attempt (what the workflow asks Slurm for): a 3 h job of 1 h runtime
+    finishes in its 2nd attempt (1 + 2 h) uncapped, in its 3rd at a 1 h cap; a pack asks K runs' time."""
+    assert P.attempts_needed(3 * 3600, 60, 2) == 2
+    assert P.attempts_needed(3 * 3600, 60, 2, max_runtime=60) == 3
+    assert P.attempts_needed(4 * 3600, 60, 2, max_runtime=60) is None
+    assert P.time_used(4 * 3600, 60, 2, max_runtime=60) == 3 * 3600  # three capped attempts, all used
+    config = load_config("tiny")
+    config["tasks"]["listops"]["resources"] = {"pack": 2, "runtime": 30}
+    config["cluster"] = {"max_runtime": 45}
+    for grid in config["grids"].values():
+        grid["seeds"] = [0, 1]
+    pack = next(job for job in experiment.training_jobs(config) if job.rule == "train_pack")
+    assert (pack.runtime_min, pack.max_runtime) == (60, 45)

@@ -20,6 +20,7 @@ This module imports nothing heavy (Snakemake imports it while it parses the work
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from itertools import product
@@ -44,6 +45,15 @@ DIAGNOSE_RUNS_PER_JOB = 10
 
 # ---------------------------------------------------------------------------------------------------------
 # The LRA runs of the selected grids
+
+
+DEFAULT_MAX_RUNTIME = 1440  # minutes: 24 h, under the MaxTime of most GPU partitions (often 24-72 h)
+
+
+def pack_minutes(minutes: float, k: int, gain: float) -> int:
+    """First-attempt minutes of a pack of `k` runs of `minutes` each, uncapped: k x minutes / gain (the K
+    runs share one card; `pack_gain` is what sharing gains, 1.0 until measured)."""
+    return math.ceil(minutes * k / gain)
 
 
 def merged(config: Mapping[str, Any], section: str, task: str) -> dict[str, Any]:
@@ -158,20 +168,28 @@ class TrainingJob:
     run: Run
     config: Mapping[str, Any]  # the run config its rule passes (model, train, …)
     gpus: int
-    runtime_min: int  # the first attempt's limit; attempt n asks for n × this
+    runtime_min: (
+        int  # first attempt's limit (a pack: K runs' time / pack_gain); attempt n asks n × it, capped
+    )
     runs: int = 1  # runs trained by the job, side by side
     mem_mb: int | None = None  # host memory and cores it asks for (a pack: K × one run's)
     cpus: int | None = None
+    max_runtime: int = DEFAULT_MAX_RUNTIME  # cluster.max_runtime: no attempt asks for more
 
     @property
     def task(self) -> str:
         return self.run[0]
 
 
-def _asks(resources: Mapping[str, Any], runs: int = 1) -> dict[str, Any]:
-    """A job's host-memory and core request from its resources section (K × one run's for a pack)."""
+def _asks(config: Mapping[str, Any], resources: Mapping[str, Any], runs: int = 1) -> dict[str, Any]:
+    """A job's host-memory and core request from its resources section (K × one run's for a pack) and the
+    cap on any attempt's time (`cluster.max_runtime`)."""
     mem, cpus = resources.get("mem_mb"), resources.get("cpus_per_task")
-    return {"mem_mb": None if mem is None else mem * runs, "cpus": None if cpus is None else cpus * runs}
+    return {
+        "mem_mb": None if mem is None else mem * runs,
+        "cpus": None if cpus is None else cpus * runs,
+        "max_runtime": config.get("cluster", {}).get("max_runtime", DEFAULT_MAX_RUNTIME),
+    }
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -218,7 +236,7 @@ def lra_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
             resolved = run_config(config, settings, *run)
             jobs.append(
                 TrainingJob(
-                    "train", run, resolved, resources["gpu"], resources["runtime"], **_asks(resources)
+                    "train", run, resolved, resources["gpu"], resources["runtime"], **_asks(config, resources)
                 )
             )
     return jobs
@@ -238,9 +256,9 @@ def pack_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
                 run,
                 resolved,
                 resources["gpu"],
-                resources["runtime"],
+                pack_minutes(resources["runtime"], len(seeds), resources.get("pack_gain", 1.0)),
                 len(seeds),
-                **_asks(resources, len(seeds)),
+                **_asks(config, resources, len(seeds)),
             )
         )
     return jobs
@@ -259,7 +277,7 @@ def lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
             json.loads(lm_grid.run_config(lm, *run)),
             resources["gpu"],
             resources["runtime"],
-            **_asks(resources),
+            **_asks(config, resources),
         )
         for run in lm_grid.runs(lm)
     ]
@@ -279,7 +297,7 @@ def cta_official_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
                 resolved,
                 resources["gpu"],
                 resources["runtime"],
-                **_asks(resources),
+                **_asks(config, resources),
             )
         )
     return jobs
@@ -300,7 +318,7 @@ def cta_lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
             cta_official_grid.lm_run_config(section, run[1], run[3], run[4]),
             resources["gpu"],
             resources["runtime"],
-            **_asks(resources),
+            **_asks(config, resources),
         )
         for run in cta_official_grid.lm_runs(section)
     ]

@@ -35,7 +35,8 @@ Where the numbers come from (each is labelled in the output):
 - wall-clock: the makespan of a greedy longest-job-first list schedule of the jobs' estimated times on
   N GPUs (each job on its `gpu` count of them), the standard estimate (within 4/3 of the best schedule).
   A job longer than its `runtime` is stopped at the limit and resumes from its checkpoint on the retry,
-  which asks for attempt × runtime (profiles/slurm): it needs the attempts shown, and with more than
+  which asks for attempt × runtime, at most `cluster.max_runtime` (a pack: K runs' runtime / pack_gain,
+  as the workflow asks Slurm): it needs the attempts shown, and with more than
   retries + 1 it fails (listed), its time then counted up to its last attempt. Queueing, data preparation
   and the report are not included;
 - disk: per job metrics.json (~50 kB) and model.safetensors (4 bytes per parameter); while a job trains,
@@ -210,23 +211,26 @@ def padding_ratios(
 # Time limits and the schedule
 
 
-def attempts_needed(seconds: float, runtime_min: float, retries: int) -> int | None:
-    """Attempts a job of `seconds` needs when attempt a may run a × runtime and resumes where the last stopped
-    (the train rule's `runtime × attempt`); None when even retries + 1 attempts are not enough."""
+def attempts_needed(
+    seconds: float, runtime_min: float, retries: int, max_runtime: float = math.inf
+) -> int | None:
+    """Attempts a job of `seconds` needs when attempt a may run a × runtime, at most `max_runtime`
+    (`pdelra.slurm_site.attempt_runtime`, what the workflow asks Slurm for), and resumes where the last
+    stopped; None when even retries + 1 attempts are not enough."""
     done, attempt = 0.0, 0
     while attempt <= retries:
         attempt += 1
-        done += attempt * runtime_min * 60
+        done += min(attempt * runtime_min, max_runtime) * 60
         if done >= seconds:
             return attempt
     return None
 
 
-def time_used(seconds: float, runtime_min: float, retries: int) -> float:
+def time_used(seconds: float, runtime_min: float, retries: int, max_runtime: float = math.inf) -> float:
     """Device seconds a job takes: its time, or every allowed attempt's full limit when it cannot finish."""
-    if attempts_needed(seconds, runtime_min, retries) is not None:
+    if attempts_needed(seconds, runtime_min, retries, max_runtime) is not None:
         return seconds
-    return runtime_min * 60 * (retries + 1) * (retries + 2) / 2
+    return sum(min(a * runtime_min, max_runtime) for a in range(1, retries + 2)) * 60
 
 
 def makespan(jobs: list[tuple[float, int]], gpus: int) -> float:
@@ -588,7 +592,7 @@ def _job_estimate(
             "step_s": statistics.median(step_times) if step_times else None,
             "source": "finished",
             "seconds": seconds,
-            "attempts": attempts_needed(seconds, job.runtime_min, retries) or retries + 1,
+            "attempts": attempts_needed(seconds, job.runtime_min, retries, job.max_runtime) or retries + 1,
             "done": True,
         }
     step_s, source, seconds = None, "requested", None
@@ -611,8 +615,8 @@ def _job_estimate(
         "steps": steps,
         "step_s": step_s,
         "source": source,
-        "seconds": time_used(seconds, job.runtime_min, retries),
-        "attempts": attempts_needed(seconds, job.runtime_min, retries),
+        "seconds": time_used(seconds, job.runtime_min, retries, job.max_runtime),
+        "attempts": attempts_needed(seconds, job.runtime_min, retries, job.max_runtime),
         "done": own is not None,
     }
 
@@ -805,7 +809,7 @@ def print_plan(plan: Mapping[str, Any], title: str = "plan") -> None:
     print(
         f"{title}: {total['jobs']} training jobs ({total['done']} finished) and {other} other jobs; steps "
         f"are upper bounds (early stopping may end runs sooner); retries {plan['retries']} (attempt n asks "
-        "for n x runtime)"
+        "for n x runtime, at most cluster.max_runtime)"
     )
     print(format_table(plan_table(plan)))
     print(

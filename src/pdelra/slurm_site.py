@@ -22,7 +22,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-DEFAULT_MAX_RUNTIME = 1440  # minutes: 24 h, under the MaxTime of most GPU partitions (often 24-72 h)
+# The grid's arithmetic of a job's time (a job's first request, the cap) lives with the jobs themselves.
+from pdelra.experiment import DEFAULT_MAX_RUNTIME, merged, pack_minutes
+
 # Site options a job may carry from the config (config/README.md), read by snakemake-executor-plugin-slurm
 # 2.x: `-p`, `-C`, the model in `--gpus=MODEL:N`, `--qos=`, and free sbatch flags (the plugin refuses flags
 # it sets itself, e.g. --gres or --time, in slurm_extra).
@@ -46,11 +48,6 @@ def attempt_runtime(minutes: float, attempt: int, max_runtime: int) -> int:
     return max(1, min(math.ceil(minutes * attempt), max_runtime))
 
 
-def pack_minutes(minutes: float, k: int, gain: float) -> int:
-    """First-attempt minutes of a pack of `k` runs of `minutes` each, uncapped: k x minutes / gain."""
-    return math.ceil(minutes * k / gain)
-
-
 def pack_runtime(minutes: float, k: int, gain: float, attempt: int, max_runtime: int) -> int:
     """Minutes for one attempt of a pack: `pack_minutes` times the attempt, capped at `max_runtime`."""
     return attempt_runtime(pack_minutes(minutes, k, gain), attempt, max_runtime)
@@ -59,8 +56,6 @@ def pack_runtime(minutes: float, k: int, gain: float, attempt: int, max_runtime:
 def runtime_warnings(config: Mapping[str, Any]) -> list[str]:
     """One line per LRA task whose first attempt would already be cut to `cluster.max_runtime`: a single
     run configured longer, or a pack whose K x runtime / pack_gain exceeds it (with the K that fits)."""
-    from pdelra.experiment import merged
-
     cap = config.get("cluster", {}).get("max_runtime", DEFAULT_MAX_RUNTIME)
     lines = []
     for task in sorted(config["tasks"]):
