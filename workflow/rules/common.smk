@@ -486,31 +486,9 @@ def checkpoint_lock_preflight():
 
 
 # ----------------------------------------------------------------------------------------------------
-# Continuous-Time Attention's own experiments (workflow/rules/cta_official.smk)
+# Input functions of Continuous-Time Attention's own experiments (workflow/rules/cta_official.smk, which
+# holds the section's globals: CTA, CTA_RESULTS, …; they are read when the functions are called)
 # ----------------------------------------------------------------------------------------------------
-
-CTA = config.get("cta_official")
-CTA_RESULTS = f"{RESULTS}/cta_official"
-CTA_PROCESSED = f"{PROCESSED}/{cta_grid.PROCESSED_DIR}"
-CTA_PATTERN = run_layout.RUN_PATTERN.format(
-    task="{cta_task}", variant="{cta_variant}", scale=cta_grid.SCALE, setting="base", seed="{seed}"
-)
-# The WikiText-103 LM's runs: task wikitext103, a setting per ablation (pdelra.cta_official.grid.lm_runs).
-CTA_LM = cta_grid.lm_section(CTA)
-CTA_LM_PATTERN = run_layout.RUN_PATTERN.format(
-    task=cta_grid.LM_TASK, variant="{cta_variant}", scale=cta_grid.SCALE, setting="{cta_lm_setting}", seed="{seed}"
-)
-CTA_METRICS = [
-    f"{CTA_RESULTS}/runs/{CTA_PATTERN.format(cta_task=task, cta_variant=variant, seed=seed)}/metrics.json"
-    for task, variant, _, _, seed in cta_grid.runs(CTA)
-] + [
-    f"{CTA_RESULTS}/runs/{CTA_LM_PATTERN.format(cta_variant=variant, cta_lm_setting=setting, seed=seed)}/metrics.json"
-    for _, variant, _, setting, seed in cta_grid.lm_runs(CTA)
-]
-# The tables the aggregate rule (report.smk) passes on to the claims and the report; none without the section.
-CTA_OFFICIAL_TABLES = [f"{RESULTS}/tables/{name}.csv" for name in cta_grid.TABLES] if CTA else []
-
-
 def cta_lm_tokenizer():
     """The tokenizer.json the LM is tokenised with: TinyLlama's download, or the generated folder."""
     if config["data"]["source"] == "real":
