@@ -50,9 +50,13 @@ def write_text_atomic(path: str | Path, text: str) -> None:
         tmp.write_text(text, encoding="utf-8")
 
 
+def csv_text(frame: pd.DataFrame) -> str:
+    """A table as CSV text, without its index, floats in `CSV_FLOAT_FORMAT`: every table file's format."""
+    return frame.to_csv(index=False, float_format=CSV_FLOAT_FORMAT)
+
+
 def write_csv_atomic(frame: pd.DataFrame, path: str | Path) -> None:
-    """A table as CSV, without its index, floats in `CSV_FLOAT_FORMAT`."""
-    write_text_atomic(path, frame.to_csv(index=False, float_format=CSV_FLOAT_FORMAT))
+    write_text_atomic(path, csv_text(frame))
 
 
 def write_json_atomic(path: str | Path, data: Any, sort_keys: bool = False) -> None:

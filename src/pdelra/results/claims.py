@@ -360,10 +360,11 @@ class RunIndex:
         self.notes: dict[tuple[str, str, str, str], list[str]] = {}
         self._n_test: dict[str, float] = {}
         self._noise: dict[tuple[str, str], TaskNoise] = {}
+        self._cells: dict[tuple[Cell, str, str], SeedValues | None] = {}
         if runs is None or not len(runs):
             return
         records = runs.to_dict("records")
-        seen: dict[tuple[str, str, str, str, int], dict[str, Any]] = {}
+        seen: set[tuple[str, str, str, str, int]] = set()
         twice: list[str] = []
         n_test: dict[str, list[float]] = {}
         for record in records:
@@ -379,7 +380,7 @@ class RunIndex:
             seed = int(record["seed"])
             if (*key, seed) in seen:
                 twice.append("/".join(key) + f"/seed{seed}")
-            seen[(*key, seed)] = record
+            seen.add((*key, seed))
             self._rows.setdefault(key, []).append((seed, str(record["status"]), record))
             if not _isnan(record.get("n_test")):
                 n_test.setdefault(key[0], []).append(float(record["n_test"]))
@@ -396,7 +397,13 @@ class RunIndex:
         return {k[0] for k in self._rows}, {k[1] for k in self._rows}
 
     def cell(self, cell: Cell, task: str, column: str) -> SeedValues | None:
-        """The cell's runs on one task (see `SeedValues`), or None when the cell has no run."""
+        """The cell's runs on one task (see `SeedValues`), or None when the cell has no run; read once (a
+        claims table reads each cell for many comparisons)."""
+        if (cell, task, column) not in self._cells:
+            self._cells[(cell, task, column)] = self._read_cell(cell, task, column)
+        return self._cells[(cell, task, column)]
+
+    def _read_cell(self, cell: Cell, task: str, column: str) -> SeedValues | None:
         key = (task, cell.variant, cell.scale, cell.setting)
         rows = self._rows.get(key)
         if not rows:
@@ -740,11 +747,6 @@ def _mixed_devices(claim: Claim, parts: Sequence[Comparison]) -> str:
     return f"step times from different devices ({', '.join(sorted(devices))}) are not comparable"
 
 
-def _power_terms(comparison: Comparison, gap: float) -> dict[str, Any]:
-    """What `adjust` needs for the power columns: the paper's gap and the comparison's spread per seed."""
-    return {"_terms": [(gap, comparison.sd1, comparison.dof.per_seed)]}
-
-
 def judge_difference(claim: Difference, index: RunIndex) -> dict[str, Any]:
     comparison = compare(index, claim.a, claim.b, claim.metric)
     excluded = _excluded(index, [claim.a, claim.b], claim.metric)
@@ -766,7 +768,7 @@ def judge_difference(claim: Difference, index: RunIndex) -> dict[str, Any]:
         n_excluded=excluded,
         detail=_join(mixed, _few_seeds_note(est), *comparison.notes, _excluded_note(excluded)),
         _margin=margin if claim.expected == 0 else math.nan,
-        **_power_terms(comparison, gap),
+        _terms=[(gap, comparison.sd1, comparison.dof.per_seed)],  # for `adjust`'s power columns
     )
 
 
@@ -980,25 +982,18 @@ def _power_columns(row: Mapping[str, Any]) -> tuple[float, float, float]:
     if not isinstance(terms, list) or not terms or _isnan(row.get("n")):
         return math.nan, math.nan, math.nan
     level, n = float(row["power_level"]), int(row["n"])
-    margin = row.get("_margin")
-    equivalence = not _isnan(margin)
     usable = [(g, sd, dof) for g, sd, dof in terms if not _isnan(sd) and sd > 0]
     if not usable:
         return math.nan, math.nan, math.nan
     widest = max(usable, key=lambda t: t[1] / math.sqrt(max(t[2], 1e-9)))
     detectable = power.detectable_effect(widest[1], n, DegreesOfFreedom(widest[2]), level)
-    if equivalence:  # a no-difference claim: the truth at the paper's value, the centre of the interval
-        _, sd, dof = usable[0]
-        at_paper = power.power(0.0, sd, n, DegreesOfFreedom(dof), level, float(margin))
-        seeds = power.seeds_needed(0.0, sd, DegreesOfFreedom(dof), level, float(margin))
-        return detectable, at_paper, seeds
     aim = [(g if not _isnan(g) else float(row["effect"]), sd, dof) for g, sd, dof in usable]
-    gaps, sds, dofs = [a[0] for a in aim], [a[1] for a in aim], [DegreesOfFreedom(a[2]) for a in aim]
-    correlation = row.get("_correlation")
-    if len(aim) != len(terms) or not isinstance(correlation, list):  # without it: independent (errs low)
-        correlation = np.eye(len(aim)).tolist()
-    at_paper = power.power_all(gaps, sds, n, dofs, level, correlation)
-    seeds = power.seeds_needed_all(gaps, sds, dofs, level, correlation)
+    correlation = row.get("_correlation")  # a list, or NaN in a row that has none
+    correlation = correlation if isinstance(correlation, list) and len(usable) == len(terms) else None
+    margin = row.get("_margin")
+    at_paper, seeds = power.claim_power(
+        aim, correlation, math.nan if _isnan(margin) else float(margin), n, level
+    )
     if any(_isnan(g) for g, _, _ in usable):
         at_paper = math.nan  # no paper value: the power "at the paper's effect" does not exist
     return detectable, at_paper, seeds
@@ -1037,8 +1032,8 @@ def _unnamed(index: RunIndex, claims: Sequence[Claim]) -> str:
     for claim in claims:
         tasks |= set(claim.metric.tasks)
         variants |= {c.variant for c in _claim_cells(claim)}
-    if claims and any(c.metric.overhead_vs for c in claims if hasattr(c, "metric")):
-        variants |= {c.metric.overhead_vs.variant for c in claims if c.metric.overhead_vs is not None}
+        if claim.metric.overhead_vs is not None:
+            variants.add(claim.metric.overhead_vs.variant)
     have_tasks, have_variants = index.names()
     # Names the project knows (a related system's variant or task that no claim of this table reads) are
     # no typo: only the unknown ones are said.

@@ -18,7 +18,7 @@ class ClaimsError(UserError, ValueError):
 
 
 def _run(args: argparse.Namespace) -> int:
-    from pdelra.atomic import CSV_FLOAT_FORMAT, write_csv_atomic
+    from pdelra.atomic import csv_text, write_csv_atomic
     from pdelra.results.build import claims_from_tables
 
     try:
@@ -27,7 +27,7 @@ def _run(args: argparse.Namespace) -> int:
         raise ClaimsError(str(exc)) from exc
     counts = ", ".join(f"{n} {v}" for v, n in table["verdict"].value_counts().items())
     if args.out is None:  # the workflow's own claims.csv is its output: never overwritten unasked
-        sys.stdout.write(table.to_csv(index=False, float_format=CSV_FLOAT_FORMAT))
+        sys.stdout.write(csv_text(table))
         log.info("%d claims (%s)", len(table), counts)
         return 0
     write_csv_atomic(table, args.out)

@@ -160,3 +160,29 @@ def seeds_needed_all(
             return float(n)
         n += 1
     return math.nan
+
+
+def claim_power(
+    terms: Sequence[tuple[float, float, float]],
+    correlation: Sequence[Sequence[float]] | None,
+    margin: float,
+    n: int,
+    level: float,
+) -> tuple[float, float]:
+    """(power at `n` seeds, seeds for 80 %) of one claim from its comparisons `terms` (effect aimed at, sd of
+    one seed's value, df per seed), which must all succeed (`power_all`; `correlation` through shared
+    cells, independent without it), or, with a `margin` (not NaN), of its TOST with the truth at the centre
+    of the interval. The one computation behind the claims table's power columns and `pdelra plan --power`."""
+    if not math.isnan(margin):
+        _, sd, dof = terms[0]
+        return (
+            power(0.0, sd, n, DegreesOfFreedom(dof), level, margin),
+            seeds_needed(0.0, sd, DegreesOfFreedom(dof), level, margin),
+        )
+    effects, sds = [t[0] for t in terms], [t[1] for t in terms]
+    dofs = [DegreesOfFreedom(t[2]) for t in terms]
+    if correlation is None or len(correlation) != len(terms):
+        correlation = [[float(i == j) for j in range(len(terms))] for i in range(len(terms))]
+    return power_all(effects, sds, n, dofs, level, correlation), seeds_needed_all(
+        effects, sds, dofs, level, correlation
+    )

@@ -114,36 +114,13 @@ def seeds_table(pilot: pd.DataFrame | None = None, seeds: int = PLANNING_SEEDS) 
     frame = pd.DataFrame(rows)
     levels = planned_levels(rows)
     frame["level"] = frame["claim_id"].map(levels)
-    frame[f"power_at_{seeds}"] = [_power(r, seeds, levels[r["claim_id"]]) for r in rows]
-    frame["seeds_for_80"] = [_seeds(r, levels[r["claim_id"]]) for r in rows]
+    planned = [
+        power.claim_power(r["_terms"], r["_correlation"], r["_margin"], seeds, levels[r["claim_id"]])
+        for r in rows
+    ]
+    frame[f"power_at_{seeds}"] = [p for p, _ in planned]
+    frame["seeds_for_80"] = [s for _, s in planned]
     return frame.drop(columns=["_terms", "_correlation", "_margin"])
-
-
-def _args(row: dict[str, Any]) -> tuple[list[float], list[float], list[power.DegreesOfFreedom], list]:
-    terms = row["_terms"]
-    correlation = row["_correlation"] if isinstance(row["_correlation"], list) else None
-    if correlation is None or len(correlation) != len(terms):
-        correlation = [[float(i == j) for j in range(len(terms))] for i in range(len(terms))]
-    return (
-        [t[0] for t in terms],
-        [t[1] for t in terms],
-        [power.DegreesOfFreedom(t[2]) for t in terms],
-        correlation,
-    )
-
-
-def _power(row: dict[str, Any], n: int, level: float) -> float:
-    gaps, sds, dofs, correlation = _args(row)
-    if not math.isnan(row["_margin"]):
-        return power.power(0.0, sds[0], n, dofs[0], level, row["_margin"])
-    return power.power_all(gaps, sds, n, dofs, level, correlation)
-
-
-def _seeds(row: dict[str, Any], level: float) -> float:
-    gaps, sds, dofs, correlation = _args(row)
-    if not math.isnan(row["_margin"]):
-        return power.seeds_needed(0.0, sds[0], dofs[0], level, row["_margin"])
-    return power.seeds_needed_all(gaps, sds, dofs, level, correlation)
 
 
 def choices(
