@@ -1,8 +1,10 @@
 """The one `pdelra` command: every pipeline step is a subcommand, so each rule's shell line reads like a
 sentence and any step can also be run by hand.
 
-Subcommand modules register themselves lazily: importing this module must stay cheap (no torch), because
-`pdelra --help` and the data rules should not pay for the model stack.
+Each package has a thin `cli` module that declares its subcommands and names each one's handler as a string,
+"module:function" (`set_defaults(handler=...)`). Only the chosen handler's module is imported, when it runs:
+`pdelra --help` and the data rules do not pay for the model stack, and the implementation modules import
+what they need at their top.
 """
 
 from __future__ import annotations
@@ -11,24 +13,26 @@ import argparse
 import importlib
 import logging
 import sys
+from collections.abc import Callable
 
 from pdelra import __version__
 from pdelra.errors import UserError
 
-# Each module exposes `register(subparsers)`, adding its subcommand(s) with `set_defaults(func=...)`.
+# Each module exposes `register(subparsers)`, adding its subcommand(s) with
+# `set_defaults(handler="module:function")`: a function of the parsed arguments returning the exit status.
 SUBCOMMAND_MODULES = (
     "pdelra.data.cli",  # generate, fetch, extract, preprocess
     "pdelra.data.summary",  # data-summary (the report's data banner)
     "pdelra.training.cli",  # train
     "pdelra.training.pack",  # train-pack (K runs of a grid cell side by side on one GPU)
-    "pdelra.aggregate",  # aggregate
+    "pdelra.steps.aggregate",  # aggregate
     "pdelra.results.cli",  # claims --tables DIR (claims.csv from aggregated tables)
-    "pdelra.diagnose",  # diagnose run | table
-    "pdelra.report",  # report
-    "pdelra.versioning",  # version
+    "pdelra.steps.diagnose",  # diagnose run | table
+    "pdelra.steps.report",  # report
+    "pdelra.steps.versioning",  # version
     "pdelra.bench",  # bench
-    "pdelra.config_check",  # config check FILE (YAML syntax with its line, schema)
-    "pdelra.plan",  # plan (jobs, steps, device-hours, disk, memory of a config)
+    "pdelra.planning.config_check",  # config check FILE (YAML syntax with its line, schema)
+    "pdelra.planning.plan",  # plan (jobs, steps, device-hours, disk, memory of a config)
     "pdelra.forkserver",  # forkserver run -- CMD (one torch import for many jobs)
     "pdelra.lm.cli",  # lm prepare | train | aggregate (PhysQK-AD's LM experiment)
     "pdelra.cta_official.aggregate",  # cta-official aggregate (Continuous-Time Attention's own experiments)
@@ -55,6 +59,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:
+    """The function that runs the chosen subcommand, its module imported now (only that one)."""
+    if hasattr(args, "func"):  # a subcommand not yet declared by name
+        return args.func
+    module, _, function = args.handler.partition(":")
+    return getattr(importlib.import_module(module), function)
+
+
 def main(argv: list[str] | None = None) -> int:
     from pdelra import forkserver  # standard library only: cheap
 
@@ -69,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     try:
-        return int(args.func(args) or 0)
+        return int(handler_of(args)(args) or 0)
     except UserError as err:
         logging.getLogger("pdelra").error("%s", err)
         return 1
