@@ -61,7 +61,7 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
 # modules, which need packages a bare GPU image may lack).
 PDELRA=("$PY" -c '
 import argparse, logging, sys
-from pdelra import plan
+from pdelra.planning import plan
 from pdelra.bench import buckets, cta_block, layer, pack, train_step
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 parser = argparse.ArgumentParser(prog="pdelra")

@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from pdelra.aggregate import MetricsError, aggregate, read_run, register
 from pdelra.runs import BASE_SETTING, run_dir
+from pdelra.steps.aggregate import MetricsError, aggregate, read_run, register
 
 
 def cli_main(argv: list[str]) -> int:

@@ -24,10 +24,10 @@ import pytest
 from test_report import write_experiment
 from tools import ensure_debian_tool
 
-from pdelra.aggregate import aggregate
 from pdelra.data.summary import summarise
-from pdelra.report import build_report
 from pdelra.reporting.banner import TOY_HEADLINE
+from pdelra.steps.aggregate import aggregate
+from pdelra.steps.report import build_report
 
 pytestmark = pytest.mark.slow
 

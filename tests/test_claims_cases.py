@@ -18,11 +18,11 @@ from test_claims_reach import draw_runs, paper_truth
 from test_results_diagnostics import tables as mechanism_tables
 
 from pdelra import paper
-from pdelra.aggregate import aggregate
 from pdelra.cli import main
 from pdelra.results import claims as C
 from pdelra.results import stats
 from pdelra.results.catalogue.paper import paper_claims
+from pdelra.steps.aggregate import aggregate
 
 
 def judged(tmp_path: Path, runs: pd.DataFrame, **others: pd.DataFrame) -> pd.DataFrame:

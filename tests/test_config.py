@@ -204,7 +204,7 @@ def test_models_that_cannot_be_built_as_configured_are_refused_before_any_job(tm
     assert layers in message and heads in message
     _no_traceback(message)
     # `pdelra config check` makes the same checks through the same function: "valid" means accepted.
-    from pdelra.config_check import file_problems
+    from pdelra.planning.config_check import file_problems
 
     path = tmp_path / "mine.yaml"
     path.write_text(yaml.safe_dump(config))

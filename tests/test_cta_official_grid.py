@@ -15,10 +15,10 @@ import yaml
 from conftest import REPO
 
 from pdelra import paper
-from pdelra.config_check import config_problems
 from pdelra.cta_official import aggregate as tables
 from pdelra.cta_official import grid as grid
 from pdelra.nn.cta_official import OFFICIAL_VARIANTS
+from pdelra.planning.config_check import config_problems
 from pdelra.reporting import cta_official_section as section
 from pdelra.reporting.io import read_artifacts
 from pdelra.results.build import claims_table
@@ -149,8 +149,8 @@ def _metrics(
 
 
 def test_aggregate_writes_both_tables_and_catches_a_misplaced_run(tmp_path: Path) -> None:
-    from pdelra.aggregate import MetricsError
     from pdelra.cli import main
+    from pdelra.steps.aggregate import MetricsError
 
     runs = tmp_path / "cta_official" / "runs"
     files = [_metrics(runs, "agnews", v, 0, a) for v, a in (("none", 0.6), (PDE, 0.7))]

@@ -207,7 +207,7 @@ def test_the_grid_runs_the_official_ablations_at_the_official_recipe() -> None:
 
 
 def test_config_check_refuses_an_lm_that_cannot_build() -> None:
-    from pdelra.config_check import config_problems
+    from pdelra.planning.config_check import config_problems
 
     config = copy.deepcopy(_config("demo"))
     config["cta_official"]["wikitext103"]["model"]["n_heads"] = 3  # 16 % 3

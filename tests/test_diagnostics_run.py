@@ -17,7 +17,9 @@ from test_training import make_task, run_config, train_in_process
 
 from pdelra.cli import main
 from pdelra.data.store import load_split, read_manifest
-from pdelra.diagnose import (
+from pdelra.nn import diagnostics as dg
+from pdelra.nn.model import Padding
+from pdelra.steps.diagnose import (
     AMPLIFICATION_EXAMPLES,
     COLUMNS,
     DIAGNOSTICS_NAME,
@@ -33,8 +35,6 @@ from pdelra.diagnose import (
     operator_place,
     source_digest,
 )
-from pdelra.nn import diagnostics as dg
-from pdelra.nn.model import Padding
 from pdelra.training.batches import make_batch
 from pdelra.training.runconfig import validate_run_config
 from pdelra.training.runner import build_model
@@ -270,7 +270,7 @@ def test_command_line_run_and_table(runs, tmp_path: Path, caplog: pytest.LogCapt
 def test_a_run_is_measured_again_only_when_its_weights_code_data_or_settings_change(
     runs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    import pdelra.diagnose as module
+    import pdelra.steps.diagnose as module
 
     run_dir = _copy_run(runs["after_embedding"][0], tmp_path / "run")
     data = runs["after_embedding"][1]
@@ -299,13 +299,13 @@ def test_a_run_is_measured_again_only_when_its_weights_code_data_or_settings_cha
 
 
 def test_source_digest_covers_the_diagnostics_code(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import pdelra.diagnose as module
+    import pdelra.steps.diagnose as module
 
     copy = tmp_path / "pdelra"
-    (copy / "nn").mkdir(parents=True)
-    for name in DIAGNOSTICS_SOURCES:
-        shutil.copy(Path(module.__file__).parent / name, copy / name)
-    monkeypatch.setattr(module, "__file__", str(copy / "diagnose.py"))
+    for name in DIAGNOSTICS_SOURCES:  # paths under the package root
+        (copy / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(Path(module.__file__).parents[1] / name, copy / name)
+    monkeypatch.setattr(module, "__file__", str(copy / "steps" / "diagnose.py"))
     before = source_digest()
     with open(copy / "nn" / "diagnostics.py", "a") as f:
         f.write("# an edit\n")

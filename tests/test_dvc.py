@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO, copy_workspace, dry_run_jobs, git_dvc_project, tool_env
 
-from pdelra.versioning import VersioningError, version_experiment
+from pdelra.steps.versioning import VersioningError, version_experiment
 
 PDELRA = [sys.executable, "-m", "pdelra.cli"]
 EXPERIMENT = Path("results/tiny")

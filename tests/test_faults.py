@@ -219,7 +219,7 @@ def test_an_unreachable_dvc_remote_fails_clearly_and_the_next_run_pushes(
 ) -> None:
     from test_dvc import fake_experiment, git_dvc_project, pdelra
 
-    from pdelra.versioning import version_experiment
+    from pdelra.steps.versioning import version_experiment
 
     blocker = tmp_path / "mount-point"  # a file where the remote's folder should be: the remote is down
     blocker.write_text("not a folder")

@@ -50,7 +50,7 @@ def test_an_aan_row_with_an_empty_document_is_skipped_and_recorded_by_file_and_l
 
 def test_a_corrupt_metrics_file_is_named_with_how_to_rerun_its_run(tmp_path: Path) -> None:
     """Snakemake sees the file and counts the run as done: the message must say how to redo it."""
-    from pdelra.aggregate import MetricsError, read_run
+    from pdelra.steps.aggregate import MetricsError, read_run
 
     path = tmp_path / "runs" / "listops" / "none" / "h1" / "base" / "seed0" / "metrics.json"
     path.parent.mkdir(parents=True)

@@ -13,8 +13,8 @@ import yaml
 from conftest import REPO, dry_run_jobs, load_config, make_workspace
 from test_training import make_task, train_in_process
 
-from pdelra import experiment
-from pdelra import plan as P
+from pdelra.planning import experiment
+from pdelra.planning import plan as P
 from pdelra.runs import run_dir
 
 

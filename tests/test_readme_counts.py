@@ -13,8 +13,8 @@ import torch
 import yaml
 from conftest import REPO, dry_run_jobs, make_workspace
 
-from pdelra import experiment
-from pdelra import plan as P
+from pdelra.planning import experiment
+from pdelra.planning import plan as P
 
 SECTION = "## What the shipped config runs and costs"
 

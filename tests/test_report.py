@@ -14,12 +14,12 @@ from conftest import REPO, tool_env
 from test_aggregate import write_metrics
 
 from pdelra import paper
-from pdelra.aggregate import aggregate
-from pdelra.report import ReportError, build_report
 from pdelra.reporting.io import read_artifacts
 from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS
 from pdelra.results.diagnostics import COLUMNS as DIAGNOSTICS_COLUMNS
 from pdelra.runs import run_dir
+from pdelra.steps.aggregate import aggregate
+from pdelra.steps.report import ReportError, build_report
 
 NOTEBOOK = REPO / "workflow" / "notebooks" / "report.ipynb"
 PDELRA = ["pdelra"]  # the installed entry point, found on the venv's PATH (tool_env)

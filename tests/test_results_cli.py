@@ -8,9 +8,9 @@ import pandas as pd
 import pytest
 from test_aggregate import write_metrics
 
-from pdelra.aggregate import AGGREGATE_TABLES, aggregate
 from pdelra.cli import main
 from pdelra.results.claims import CLAIM_COLUMNS
+from pdelra.steps.aggregate import AGGREGATE_TABLES, aggregate
 
 
 @pytest.fixture

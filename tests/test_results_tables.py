@@ -11,11 +11,11 @@ import pytest
 from scipy import stats as scipy_stats
 
 from pdelra import paper
-from pdelra.aggregate import RUN_COLUMNS
 from pdelra.results import spectral, tables
 from pdelra.results.catalogue import all_claims
 from pdelra.results.claims import evaluate
 from pdelra.runs import BASE_SETTING, RUN_KEYS
+from pdelra.steps.aggregate import RUN_COLUMNS
 
 
 def runs_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -34,7 +34,7 @@ from conftest import (
 )
 from test_faults import _same_run
 
-from pdelra import experiment
+from pdelra.planning import experiment
 
 SCRIPT = REPO / "scripts" / "local-slurm.sh"
 PROFILE = REPO / "profiles" / "slurm" / "profile.yaml"

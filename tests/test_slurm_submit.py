@@ -4,7 +4,7 @@ The stubs (written into tmp_path) log every call. `sbatch` records its arguments
 (the plugin's `snakemake --executor slurm-jobstep ...` line, whose `srun` stub runs its step in place) before
 it answers, or fails it unrun where the test asks; `sacct` reports each job's end state; `sinfo`,
 `scontrol`, `sacctmgr` answer as a small site with a GPU partition (the default) and a CPU partition would.
-The preflight (pdelra.slurm_site) is checked against canned Slurm answers.
+The preflight (pdelra.planning.slurm_site) is checked against canned Slurm answers.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from conftest import load_config, make_workspace, snakemake_command, tool_env
 
-from pdelra import slurm_site
+from pdelra.planning import slurm_site
 
 ACCOUNT = "pdelra"
 MAX_RUNTIME = 20

@@ -21,12 +21,12 @@ from conftest import REPO, copy_workspace, dry_run_jobs, load_config, make_works
 from test_training import make_task, run_config, train_in_process
 from torch import Tensor
 
-from pdelra.config_check import config_problems
-from pdelra.diagnose import NO_ALPHA, NO_BLOCK, diagnose_run
-from pdelra.experiment import diagnosed_runs, lra_runs, other_jobs
-from pdelra.experiment import run_config as experiment_run_config
 from pdelra.nn import model as model_module
 from pdelra.nn.model import Encoder, LRAClassifier, ModelConfig, Padding, check_operators
+from pdelra.planning.config_check import config_problems
+from pdelra.planning.experiment import diagnosed_runs, lra_runs, other_jobs
+from pdelra.planning.experiment import run_config as experiment_run_config
+from pdelra.steps.diagnose import NO_ALPHA, NO_BLOCK, diagnose_run
 
 EXAMPLE = REPO / "examples" / "myops.py"
 OWN = "smooth_embed"  # the variant of one's own, under its config name
@@ -135,9 +135,9 @@ def test_diagnostics_can_be_turned_off(tmp_path: Path, monkeypatch) -> None:
     # The report then says so: the diagnostics table (`pdelra diagnose table` of no part) has no rows.
     import IPython.display
 
-    from pdelra.diagnose import collect
     from pdelra.reporting import diagnostics_section
     from pdelra.results.diagnostics import summarise
+    from pdelra.steps.diagnose import collect
 
     tables = tmp_path / "tables"
     tables.mkdir()

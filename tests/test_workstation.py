@@ -80,7 +80,7 @@ def test_the_workstation_profile_runs_one_gpu_job_at_a_time_and_cpu_jobs_beside_
 
 
 def test_the_workstation_profile_sizes_every_training_rule_below_its_pool() -> None:
-    from pdelra import experiment
+    from pdelra.planning import experiment
 
     profile = yaml.safe_load((PROFILE / "profile.yaml").read_text())
     pool = next(int(item.split("=")[1]) for item in profile["resources"] if item.startswith("mem_mb="))

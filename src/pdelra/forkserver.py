@@ -45,7 +45,7 @@ PRELOAD = (
     "pdelra.training.runner",
     "pdelra.nn.model",
     "pdelra.cta_official.lm",
-    "pdelra.diagnose",
+    "pdelra.steps.diagnose",
 )
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)
 _MAX_REQUEST = 4 * 2**20

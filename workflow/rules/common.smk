@@ -10,12 +10,12 @@ from types import SimpleNamespace
 
 from snakemake.utils import validate
 
-from pdelra import experiment
+from pdelra.planning import experiment
 from pdelra.cta_official import grid as cta_grid
 from pdelra import runs as run_layout
-from pdelra import slurm_site
-from pdelra.aggregate import AGGREGATE_TABLES
-from pdelra.config_check import config_problems, load_schema, yaml_problem
+from pdelra.planning import slurm_site
+from pdelra.steps.aggregate import AGGREGATE_TABLES
+from pdelra.planning.config_check import config_problems, load_schema, yaml_problem
 from pdelra.results.build import OPTIONAL_INPUTS
 
 try:
@@ -48,7 +48,7 @@ REPORT_NOTEBOOK = "workflow/notebooks/report.ipynb"
 
 # ----------------------------------------------------------------------------------------------------
 # Validation: fail before any job with a message that names the key and the allowed values. One function,
-# pdelra.config_check.config_problems, makes every check (schema, grids, settings, models, data settings),
+# pdelra.planning.config_check.config_problems, makes every check (schema, grids, settings, models, data settings),
 # the same that `pdelra config check` makes. Errors are printed without a traceback (it would only show
 # lines of this file) and stop Snakemake with status 1.
 # ----------------------------------------------------------------------------------------------------
@@ -75,7 +75,7 @@ LOGS = f"{RESULTS}/logs"
 # ----------------------------------------------------------------------------------------------------
 # The runs: union of the selected grids, each distinct (task, variant, scale, setting, seed) once.
 # A grid's `settings` name overrides of model/train (pdelra.runs); without them its one setting is `base`.
-# The expansion is pdelra.experiment's, the same that `pdelra plan` counts.
+# The expansion is pdelra.planning.experiment's, the same that `pdelra plan` counts.
 # ----------------------------------------------------------------------------------------------------
 try:
     SETTINGS = experiment.selected_settings(config)  # {setting: {"model": {...}, "train": {...}}}
@@ -178,7 +178,7 @@ def job_device(wildcards, resources):
 
 # ----------------------------------------------------------------------------------------------------
 # Slurm requests. Every runtime is the configured one times the attempt, capped at cluster.max_runtime
-# (pdelra.slurm_site.attempt_runtime says why the multiplier stays under the cap). Site options (partition,
+# (pdelra.planning.slurm_site.attempt_runtime says why the multiplier stays under the cap). Site options (partition,
 # constraint, GPU model, qos, extra sbatch flags) come from the same resources sections; CPU-only jobs go
 # to cluster.cpu_partition when one is set.
 # ----------------------------------------------------------------------------------------------------
@@ -198,7 +198,7 @@ def runtime_of(resources_of):
 
 
 def site_options(sections):
-    """The site options (pdelra.slurm_site.SITE_KEYS) for jobs that read `sections`: {task:
+    """The site options (pdelra.planning.slurm_site.SITE_KEYS) for jobs that read `sections`: {task:
     resources section}, or {None: section} for a rule without tasks. A key set for no task is left out (the
     profile's default-resources apply); one value for all is a constant; otherwise a function of the task
     (None where a task leaves it unset: Snakemake then drops the resource, and the plugin adds no flag)."""
@@ -332,7 +332,7 @@ def manifest(task):
 # ----------------------------------------------------------------------------------------------------
 # The cluster: with the slurm executor, before any local work (downloads, preprocessing), the profile's
 # placeholders must be replaced, sbatch/sacct must reach the cluster, and every partition the jobs use must
-# exist and allow cluster.max_runtime (pdelra.slurm_site.site_problems). One message, then stop; a partition
+# exist and allow cluster.max_runtime (pdelra.planning.slurm_site.site_problems). One message, then stop; a partition
 # whose preemption cancels instead of requeueing is a warning.
 # ----------------------------------------------------------------------------------------------------
 def check_cluster():

@@ -7,9 +7,9 @@ it last ran. A job reruns when one of its runs' weights change or when the diagn
 is a parameter (Snakemake does not rerun on edits of imported Python modules, but does on a changed parameter)
 — and never makes training rerun."""
 
-from pdelra.diagnose import source_digest
+from pdelra.steps.diagnose import source_digest
 
-DIAGNOSTICS_CODE = source_digest()  # sha256 of pdelra/nn/diagnostics.py + pdelra/diagnose.py
+DIAGNOSTICS_CODE = source_digest()  # sha256 of pdelra/nn/diagnostics.py + pdelra/steps/diagnose.py
 DIAGNOSE_EXAMPLES = 32  # the first N validation examples of each task, the same for every run
 
 

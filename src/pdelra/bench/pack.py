@@ -24,7 +24,7 @@ from pdelra.bench.args import non_negative_int, positive_int
 
 log = logging.getLogger(__name__)
 
-LISTOPS_TRAIN_EXAMPLES = 96_000  # the published split (pdelra.plan.PUBLISHED_COUNTS)
+LISTOPS_TRAIN_EXAMPLES = 96_000  # the published split (pdelra.planning.plan.PUBLISHED_COUNTS)
 ANSWER_WAIT_S = 600  # beyond --seconds: start-up, compilation and warm-up of a process
 
 

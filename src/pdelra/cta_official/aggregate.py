@@ -3,7 +3,7 @@ tables/cta_official_summary.csv and tables/cta_official_lm.csv (workflow/rules/c
 `pdelra cta-official train-lm` (pdelra.cta_official.lm), the WikiText-103 LM trainer.
 
 - `cta_official_runs.csv`: one row per run, whatever became of it, with the columns of runs.csv
-  (pdelra.aggregate.RUN_COLUMNS; the same reader, so a misplaced or broken metrics.json is caught alike)
+  (pdelra.steps.aggregate.RUN_COLUMNS; the same reader, so a misplaced or broken metrics.json is caught alike)
   and the LM's `best_val_perplexity`, `test_perplexity`, `final_val_perplexity`, `data_fraction` and
   `cta_steps` (empty for classification). The claims of family `cta_official` are judged on it
   (pdelra.results.catalogue.cta.cta_official_claims).
@@ -66,7 +66,7 @@ def runs_table(metrics_files: Iterable[Path]) -> pd.DataFrame:
     """cta_official_runs.csv: one row per metrics.json, sorted by the run keys."""
     import pandas as pd
 
-    from pdelra.aggregate import RUN_COLUMNS, MetricsError, read_run
+    from pdelra.steps.aggregate import RUN_COLUMNS, MetricsError, read_run
 
     files = sorted({Path(p) for p in metrics_files})
     if not files:

@@ -16,9 +16,9 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from pdelra.aggregate import MetricsError
 from pdelra.atomic import write_csv_atomic
 from pdelra.runs import RUN_KEYS, RunPathError, find_run_files, parse_run_dir
+from pdelra.steps.aggregate import MetricsError
 
 RUN_COLUMNS = (
     *RUN_KEYS,

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.errors import UserError
-from pdelra.experiment import TASKS_OF_SOURCE
+from pdelra.planning.experiment import TASKS_OF_SOURCE
 
-SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 # YAML 1.1 (PyYAML, Snakemake) reads 3e-3 as text; 3.0e-3 is a number.
 _YAML11_FLOAT_TEXT = re.compile(r"[-+]?(\d+\.?\d*|\.\d+)[eE][-+]?\d+")
 
@@ -470,7 +470,7 @@ def _print_runtime_warnings(path: Path) -> None:
     """What the workflow warns about a valid config at parse time: runtimes cut to cluster.max_runtime."""
     import yaml
 
-    from pdelra.slurm_site import runtime_warnings
+    from pdelra.planning.slurm_site import runtime_warnings
 
     config = with_defaults(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
     for line in runtime_warnings(config):

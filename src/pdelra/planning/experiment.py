@@ -124,8 +124,9 @@ def diagnostics_enabled(config: Mapping[str, Any]) -> bool:
     return bool((config.get("diagnostics") or {}).get("enabled", True))
 
 
-# The diagnostics measure the pre-LN encoder's insertion points (pdelra.diagnose): runs of another backbone
-# (Continuous-Time Attention's own, `model.backbone: official_cta`) have none of them and are not diagnosed.
+# The diagnostics measure the pre-LN encoder's insertion points (pdelra.steps.diagnose): runs of another
+# backbone (Continuous-Time Attention's own, `model.backbone: official_cta`) have none of them and are not
+# diagnosed.
 DIAGNOSED_BACKBONE = "pdelra"
 
 

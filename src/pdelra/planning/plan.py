@@ -1,15 +1,16 @@
 """`pdelra plan CONFIG`: what a workflow config will cost before it runs.
 
-The jobs are the workflow's own (pdelra.experiment, the expansion workflow/rules/common.smk uses): every
-training rule's jobs (`train`/`train_pack`: the LRA runs of every grid in `run_grids`; `lm_train`: PhysQK-AD's
-LM; `cta_official_train`, `cta_lm_train`: Continuous-Time Attention's own), and the other jobs (data,
-diagnostics, tables, report, DVC) counted per rule. Per training rule and task: jobs, those already finished
-(their metrics.json exists: the workflow will not run them again), the planned optimizer steps per job
-(ceil(n_train / batch_size) × max_epochs, capped by max_steps, with each run's own setting: an upper bound,
-since early stopping may end a run sooner), step time, device-hours in all and still to go, the attempts a
-job needs within its `runtime`, peak memory and whether it needs micro-batching (`train.micro_batch_size`)
-on this device, disk, and padding tokens ÷ real tokens without and with length-bucketed batches
-(`train.length_buckets`). In total: device-hours and the wall-clock of the jobs to go on `--gpus N`.
+The jobs are the workflow's own (pdelra.planning.experiment, the expansion workflow/rules/common.smk uses):
+every training rule's jobs (`train`/`train_pack`: the LRA runs of every grid in `run_grids`; `lm_train`:
+PhysQK-AD's LM; `cta_official_train`, `cta_lm_train`: Continuous-Time Attention's own), and the other jobs
+(data, diagnostics, tables, report, DVC) counted per rule. Per training rule and task: jobs, those already
+finished (their metrics.json exists: the workflow will not run them again), the planned optimizer steps per
+job (ceil(n_train / batch_size) × max_epochs, capped by max_steps, with each run's own setting: an upper
+bound, since early stopping may end a run sooner), step time, device-hours in all and still to go, the
+attempts a job needs within its `runtime`, peak memory and whether it needs micro-batching
+(`train.micro_batch_size`) on this device, disk, and padding tokens ÷ real tokens without and with
+length-bucketed batches (`train.length_buckets`). In total: device-hours and the wall-clock of the jobs to go
+on `--gpus N`.
 
 Where the numbers come from (each is labelled in the output):
 - example counts: the processed data's manifest (`data.processed_dir/{task}/manifest.json`) when present
@@ -58,9 +59,9 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pdelra import experiment
 from pdelra.atomic import write_json_atomic
 from pdelra.errors import UserError
+from pdelra.planning import experiment
 
 # Published LRA split sizes (Tay et al. 2021; Pathfinder-32 split 80/10/10 and IMDb/CIFAR-10 validation carved
 # out of train by preprocessing, as this project does): used only without a manifest or generate sizes.
@@ -94,7 +95,7 @@ def load_config(path: Path) -> dict[str, Any]:
     set_default=True)` does)."""
     import yaml
 
-    from pdelra.config_check import file_problems, with_defaults
+    from pdelra.planning.config_check import file_problems, with_defaults
 
     problems = file_problems(path)
     if problems:
@@ -215,8 +216,8 @@ def attempts_needed(
     seconds: float, runtime_min: float, retries: int, max_runtime: float = math.inf
 ) -> int | None:
     """Attempts a job of `seconds` needs when attempt a may run a × runtime, at most `max_runtime`
-    (`pdelra.slurm_site.attempt_runtime`, what the workflow asks Slurm for), and resumes where the last
-    stopped; None when even retries + 1 attempts are not enough."""
+    (`pdelra.planning.slurm_site.attempt_runtime`, what the workflow asks Slurm for), and resumes where
+    the last stopped; None when even retries + 1 attempts are not enough."""
     done, attempt = 0.0, 0
     while attempt <= retries:
         attempt += 1
@@ -321,7 +322,7 @@ def calibrate(
 
 # The sources a calibration exercises (besides calibrate and _time_steps themselves): an edit of one of them
 # times the model again.
-CALIBRATED_SOURCES = ("nn/model.py", "nn/ops.py", "nn/fused.py")
+CALIBRATED_SOURCES = ("nn/model.py", "nn/ops.py", "nn/fused.py")  # under the package root
 CACHE_NAME = "plan/calibration.json"  # under results/{experiment}
 
 
@@ -345,7 +346,7 @@ def calibration_key(
 
     code = hashlib.sha256()
     for name in CALIBRATED_SOURCES:
-        code.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes())
+        code.update(name.encode() + b"\0" + (Path(__file__).parents[1] / name).read_bytes())
     for function in (calibrate, _time_steps):
         code.update(inspect.getsource(function).encode())
     if device.type == "cuda":

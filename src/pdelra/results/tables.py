@@ -41,7 +41,7 @@ COMPARISON_TABLES: tuple[str, ...] = (
     "provenance_data",
     "runs_per_cell",
 )
-# alpha.csv's columns after the run keys and the layer (pdelra.aggregate writes them).
+# alpha.csv's columns after the run keys and the layer (pdelra.steps.aggregate writes them).
 ALPHA_STEP_SIZES = (1, 2, 4)
 ALPHA_COLUMNS = ("mean", "min", "max", *(f"per_scale_h{h}" for h in ALPHA_STEP_SIZES))
 # The ListOps tables of the paper (7, 12, 14, 15) are on this task.

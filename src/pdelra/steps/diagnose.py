@@ -116,7 +116,7 @@ RESIDUAL_CHANNEL_POINTS = (
 
 # The code whose edits must rerun the diagnose jobs (and only them): the workflow passes its digest as a
 # rule parameter, because Snakemake reruns on params but never on edits of imported Python modules.
-DIAGNOSTICS_SOURCES = ("nn/diagnostics.py", "diagnose.py")
+DIAGNOSTICS_SOURCES = ("nn/diagnostics.py", "steps/diagnose.py")  # under the package root
 
 
 def source_digest() -> str:
@@ -125,7 +125,7 @@ def source_digest() -> str:
 
     digest = hashlib.sha256()
     for name in DIAGNOSTICS_SOURCES:
-        digest.update(name.encode() + b"\0" + (Path(__file__).parent / name).read_bytes())
+        digest.update(name.encode() + b"\0" + (Path(__file__).parents[1] / name).read_bytes())
     return digest.hexdigest()[:16]
 
 

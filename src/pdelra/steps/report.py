@@ -23,10 +23,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from pdelra.aggregate import AGGREGATE_TABLES
 from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
 from pdelra.reporting.style import VERDICT_COLOURS
+from pdelra.steps.aggregate import AGGREGATE_TABLES
 
 log = logging.getLogger(__name__)
 
@@ -328,8 +328,8 @@ def build_partial_report(
 ) -> Path:
     """The report of whatever runs under `runs` have finished (metrics.json written), into `out`
     (default: `runs/../report-partial`), leaving the workflow's own tables and report alone."""
-    from pdelra.aggregate import aggregate
     from pdelra.runs import find_run_files
+    from pdelra.steps.aggregate import aggregate
 
     runs = Path(runs).resolve()
     found = find_run_files(runs, "metrics.json")
@@ -349,9 +349,9 @@ def _partial_inputs(experiment_dir: Path, tmp: Path) -> dict[str, Path]:
     (`lm/runs`), the diagnostics measured so far (each run folder's cached diagnostics.csv) and the data
     description; each is written into `tmp` and named to `aggregate` (absent parts stay "not run")."""
     from pdelra.atomic import write_csv_atomic
-    from pdelra.diagnose import collect
     from pdelra.lm.aggregate import aggregate_lm
     from pdelra.runs import find_run_files
+    from pdelra.steps.diagnose import collect
 
     extra: dict[str, Path] = {}
     lm_runs = find_run_files(experiment_dir / "lm" / "runs", "metrics.json")

@@ -49,10 +49,10 @@ class Report:
     def table(self, name: str) -> pd.DataFrame:
         """`{tables_dir}/{name}.csv` (an empty frame when absent or empty: that part has not run); `name`
         must be one the report rule declares: a table `pdelra aggregate` writes
-        (pdelra.aggregate.AGGREGATE_TABLES) or `data` (`pdelra data-summary`, the data banner)."""
-        from pdelra.aggregate import AGGREGATE_TABLES
+        (pdelra.steps.aggregate.AGGREGATE_TABLES) or `data` (`pdelra data-summary`, the data banner)."""
         from pdelra.data.summary import TABLE as DATA_TABLE
         from pdelra.results.build import read_table
+        from pdelra.steps.aggregate import AGGREGATE_TABLES
 
         if name not in (*AGGREGATE_TABLES, DATA_TABLE):
             raise UndeclaredTableError(f"{name!r} is not a table the report rule declares")
