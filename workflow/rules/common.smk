@@ -16,7 +16,7 @@ from pdelra import runs as run_layout
 from pdelra.planning import slurm_site
 from pdelra.steps.aggregate import AGGREGATE_TABLES
 from pdelra.planning.config_check import config_problems, load_schema, yaml_problem
-from pdelra.results.build import OPTIONAL_INPUTS
+from pdelra.steps import parts as aggregate_parts
 
 try:
     from snakemake.common import overwrite_function_params
@@ -312,11 +312,22 @@ def write_arg_file(path, items):
     Path(path).write_text("".join(f"{item}\n" for item in items))
 
 
+def aggregate_part_tables(name):
+    """The tables the part `name` of pdelra.steps.parts (diagnostics, lm, cta_official) writes, its rule's
+    outputs and the aggregate rule's inputs; none when the config does not run the part."""
+    part = aggregate_parts.PART[name]
+    if not part.runs_in(config):
+        return []
+    return [f"{RESULTS}/{aggregate_parts.TABLES_DIR}/{table}.csv" for table in part.tables]
+
+
 def aggregate_extra_args(inputs):
-    """`--diagnostics F --lm-runs F --lm-dynamics F --cta-official-runs F` for the optional tables `pdelra
-    aggregate` also reads (declared as the rule's inputs, so the claims and summaries rerun when they change)."""
-    named = {Path(p).stem: p for p in [*inputs.diagnostics, *inputs.lm, *inputs.cta_official]}
-    return " ".join(f"--{name.replace('_', '-')} {named[name]}" for name in OPTIONAL_INPUTS if name in named)
+    """`--lm-runs F --lm-dynamics F --diagnostics F --cta-official-runs F`: of the parts' tables (every one an
+    input of the aggregate rule, so the claims and summaries rerun when they change) those `pdelra aggregate`
+    reads (pdelra.steps.parts, which the partial report follows too)."""
+    tables = [path for part in aggregate_parts.PARTS for path in getattr(inputs, part.name)]
+    read = aggregate_parts.aggregate_inputs(tables)
+    return " ".join(f"{aggregate_parts.option(name)} {path}" for name, path in read.items())
 
 
 def parent_dir(path):

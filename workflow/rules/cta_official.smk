@@ -8,8 +8,8 @@ data{p}; pdelra.cta_official.grid). Without the section there are no such jobs a
 says "not run"."""
 
 # ----------------------------------------------------------------------------------------------------
-# The section's globals (here, not in common.smk: they serve these rules and report.smk's aggregate, which
-# reads CTA_OFFICIAL_TABLES; this file is included before report.smk). Its input functions are in common.smk.
+# The section's globals (here, not in common.smk: they serve these rules; report.smk's aggregate takes the
+# section's tables as a part of pdelra.steps.parts). Its input functions are in common.smk.
 # ----------------------------------------------------------------------------------------------------
 
 CTA = config.get("cta_official")
@@ -30,8 +30,9 @@ CTA_METRICS = [
     f"{CTA_RESULTS}/runs/{CTA_LM_PATTERN.format(cta_variant=variant, cta_lm_setting=setting, seed=seed)}/metrics.json"
     for _, variant, _, setting, seed in cta_grid.lm_runs(CTA)
 ]
-# The tables the aggregate rule (report.smk) passes on to the claims and the report; none without the section.
-CTA_OFFICIAL_TABLES = [f"{RESULTS}/tables/{name}.csv" for name in cta_grid.TABLES] if CTA else []
+# The tables of this part (pdelra.steps.parts), inputs of the aggregate rule (report.smk) for the claims and
+# the report; none without the section.
+CTA_OFFICIAL_TABLES = aggregate_part_tables("cta_official")
 
 
 if CTA:

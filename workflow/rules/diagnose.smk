@@ -48,7 +48,7 @@ rule diagnostics_table:
     input:
         [f"{RESULTS}/diagnostics/{task}/part{part}.csv" for task, part in DIAGNOSE_PARTS],
     output:
-        f"{RESULTS}/tables/diagnostics.csv",
+        aggregate_part_tables("diagnostics"),  # tables/diagnostics.csv (pdelra.steps.parts)
     log:
         f"{LOGS}/diagnostics_table.log",
     conda:

@@ -17,8 +17,8 @@ LM_METRICS = [
     f"{LM_RESULTS}/runs/{LM_PATTERN.format(**dict(zip(LM_FIELDS, run)))}/metrics.json"
     for run in lm_grid.runs(LM)
 ]
-# The LM tables the report reads (none without an `lm` section).
-LM_TABLES = [f"{RESULTS}/tables/{name}.csv" for name in ("lm_runs", "lm_dynamics", "lm_history")] if LM else []
+# The LM tables (pdelra.steps.parts), inputs of the aggregate rule; none without an `lm` section.
+LM_TABLES = aggregate_part_tables("lm")
 
 
 if LM:

@@ -8,9 +8,9 @@ rule aggregate:
     localrule: True
     input:
         metrics=all_metrics,
-        diagnostics=rules.diagnostics_table.output,
-        lm=LM_TABLES,  # PhysQK-AD's LM (workflow/rules/lm.smk); none without an `lm` section
-        cta_official=CTA_OFFICIAL_TABLES,  # workflow/rules/cta_official.smk; none without the section
+        # The tables of the diagnostics, PhysQK-AD's LM and CTA's own experiments, by part
+        # (pdelra.steps.parts; a part the config does not run has none).
+        **{part.name: aggregate_part_tables(part.name) for part in aggregate_parts.PARTS},
     output:
         [f"{RESULTS}/tables/{name}.csv" for name in AGGREGATE_TABLES],
     params:

@@ -749,6 +749,15 @@ def collect(paths: list[Path]) -> pd.DataFrame:
     return pd.concat(frames, ignore_index=True).sort_values([*RUN_KEYS, "block", "kind", "operator"])
 
 
+def write_table(paths: list[Path], out: Path) -> pd.DataFrame:
+    """`pdelra diagnose table`: the per-run tables `collect`ed into the CSV `out` (atomically); the partial
+    report builds its diagnostics with it too (pdelra.steps.parts)."""
+    frame = collect(paths)
+    write_text_atomic(out, frame.to_csv(index=False))
+    log.info("%d rows from %d run(s) written to %s", len(frame), len(paths), out)
+    return frame
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Command line
 
@@ -820,7 +829,5 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _table(args: argparse.Namespace) -> int:
-    frame = collect(args.tables)
-    write_text_atomic(args.out, frame.to_csv(index=False))
-    log.info("%d rows from %d run(s) written to %s", len(frame), len(args.tables), args.out)
+    write_table(args.tables, args.out)
     return 0

@@ -18,15 +18,27 @@ from __future__ import annotations
 import argparse
 import html
 import logging
+import re
 import shutil
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from pdelra import paper
 from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
+from pdelra.reporting.banner import banner_html
+from pdelra.reporting.io import read_artifacts
+from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 from pdelra.reporting.style import VERDICT_COLOURS
-from pdelra.steps.aggregate import AGGREGATE_TABLES
+from pdelra.results.build import read_table
+from pdelra.results.claims import VERDICT_RULE, headline, what_would_decide
+from pdelra.runs import find_run_files
+from pdelra.steps.aggregate import AGGREGATE_TABLES, aggregate
+from pdelra.steps.parts import PARTS
+
+# pandas, papermill and nbconvert are imported where they are used: seconds to import, and only the steps
+# that build a report need them.
 
 log = logging.getLogger(__name__)
 
@@ -80,8 +92,6 @@ def render_html(executed: Path, html_path: Path) -> None:
 
 def _markdown_bold(text: str) -> str:
     """The claims module's rule (Markdown with **bold** and *italics*) as HTML."""
-    import re
-
     text = html.escape(text)
     text = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", text)
     text = re.sub(r"\*(.+?)\*", r"<em>\1</em>", text)
@@ -92,8 +102,6 @@ def _claims_html(claims_csv: Path) -> str:
     """The verdict counts and the headline claims with direction and size (Table 11's per-cell signs, the
     related systems and the diagnostics summarised in one line each)."""
     import pandas as pd
-
-    from pdelra.results.claims import VERDICT_RULE, headline, what_would_decide
 
     if not claims_csv.is_file():
         return "<p><em>No claims table (claims.csv) was written.</em></p>"
@@ -153,8 +161,6 @@ def _claims_html(claims_csv: Path) -> str:
 
 
 def _artifacts_html(report_dir: Path) -> str:
-    from pdelra.reporting.io import read_artifacts
-
     entries = read_artifacts(report_dir)
     figures = [e for e in entries if e["kind"] == "figure"]
     tables = [e for e in entries if e["kind"] == "table"]
@@ -203,10 +209,6 @@ def write_index(report_dir: Path, experiment: str, tables_dir: Path, partial: bo
     """A landing page: the verdicts first, then the report, its figures and tables with their captions."""
     import pandas as pd
 
-    from pdelra import paper
-    from pdelra.reporting.banner import banner_html
-    from pdelra.results.build import read_table
-
     runs = pd.read_csv(tables_dir / "runs.csv")
     status = ", ".join(f"{n} {html.escape(str(s))}" for s, n in runs["status"].value_counts().items())
     own = paper.own_variants(runs["variant"])  # a config's own variants: named here, shown in every table
@@ -254,8 +256,6 @@ def _paper_tables(report_dir: Path) -> None:
     """tables/paper-tables.tex (every table, \\input-ed) and its PDF when pdflatex is installed. A failed
     compile is logged and leaves the .tex: the report itself is complete without the PDF (the tests
     compile every table with a real TeX)."""
-    from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
-
     tex = write_paper_tables(report_dir)
     try:
         pdf = build_pdf(tex)
@@ -328,44 +328,34 @@ def build_partial_report(
 ) -> Path:
     """The report of whatever runs under `runs` have finished (metrics.json written), into `out`
     (default: `runs/../report-partial`), leaving the workflow's own tables and report alone."""
-    from pdelra.runs import find_run_files
-    from pdelra.steps.aggregate import aggregate
-
     runs = Path(runs).resolve()
+    out = Path(out) if out is not None else runs.parent / "report-partial"
+    experiment = experiment or runs.parent.name
+    with tempfile.TemporaryDirectory(prefix=".partial-tables.", dir=out.resolve().parent) as tmp:
+        write_partial_tables(runs, Path(tmp))
+        return build_report(Path(tmp), out, notebook, kernel, experiment, timeout, partial=True)
+
+
+def write_partial_tables(runs: Path, tables: Path) -> None:
+    """Into `tables`, what the workflow's aggregate step would write from the runs finished so far: the
+    tables of every part (pdelra.steps.parts: the diagnostics, the LM, Continuous-Time Attention's own
+    experiments) from its runs under `runs/..` built with the function its rule runs, then `aggregate` over
+    the metrics.json under `runs` and those parts, as the aggregate rule passes them; a part without a
+    finished run is left out ("not run"). The workflow's data description (tables/data.csv), when written,
+    is copied for the report's banner."""
     found = find_run_files(runs, "metrics.json")
     if not found:
         raise ReportError(
             f"no finished run under {runs} (no */*/*/*/seed*/metrics.json yet): nothing to report"
         )
-    out = Path(out) if out is not None else runs.parent / "report-partial"
-    experiment = experiment or runs.parent.name
-    with tempfile.TemporaryDirectory(prefix=".partial-tables.", dir=out.resolve().parent) as tmp:
-        aggregate(found, Path(tmp), _partial_inputs(runs.parent, Path(tmp)))
-        return build_report(Path(tmp), out, notebook, kernel, experiment, timeout, partial=True)
-
-
-def _partial_inputs(experiment_dir: Path, tmp: Path) -> dict[str, Path]:
-    """The other tables a partial report includes, as they stand now: the LM runs finished so far
-    (`lm/runs`), the diagnostics measured so far (each run folder's cached diagnostics.csv) and the data
-    description; each is written into `tmp` and named to `aggregate` (absent parts stay "not run")."""
-    from pdelra.atomic import write_csv_atomic
-    from pdelra.lm.aggregate import aggregate_lm
-    from pdelra.runs import find_run_files
-    from pdelra.steps.diagnose import collect
-
+    experiment_dir = Path(runs).parent
     extra: dict[str, Path] = {}
-    lm_runs = find_run_files(experiment_dir / "lm" / "runs", "metrics.json")
-    if lm_runs:
-        aggregate_lm(lm_runs, tmp)
-        extra |= {name: tmp / f"{name}.csv" for name in ("lm_runs", "lm_dynamics")}
-    measured = find_run_files(experiment_dir / "runs", "diagnostics.csv")
-    if measured:
-        write_csv_atomic(collect(measured), tmp / "diagnostics.csv")  # as `pdelra diagnose table` does
-        extra["diagnostics"] = tmp / "diagnostics.csv"
+    for part in PARTS:
+        extra |= part.build_finished(experiment_dir, tables)
+    aggregate(found, tables, extra)
     data = experiment_dir / "tables" / "data.csv"
     if data.is_file():
-        shutil.copyfile(data, tmp / "data.csv")
-    return extra
+        shutil.copyfile(data, tables / "data.csv")
 
 
 def _run(args: argparse.Namespace) -> int:
