@@ -19,7 +19,7 @@ from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS
 from pdelra.results.diagnostics import COLUMNS as DIAGNOSTICS_COLUMNS
 from pdelra.runs import run_dir
 from pdelra.steps.aggregate import aggregate
-from pdelra.steps.report import ReportError, build_report
+from pdelra.steps.report import ReportError, build_report, write_partial_tables
 
 NOTEBOOK = REPO / "workflow" / "notebooks" / "report.ipynb"
 PDELRA = ["pdelra"]  # the installed entry point, found on the venv's PATH (tool_env)
@@ -193,6 +193,7 @@ def test_partial_report_on_a_half_finished_grid_leaves_the_workflow_outputs_alon
         (exp / owned).write_text("the workflow's own file")
     _write_lm_runs(exp / "lm" / "runs")
     _write_run_diagnostics(exp / "runs")
+    _write_cta_official_runs(exp / "cta_official" / "runs", range(2))
     data = {"task": "listops", "data": "generated", "origin": "pdelra generate listops {}", "n_train": 10,
             "n_val": 2, "n_test": 2, "max_length": 64, "paper_max_length": 2000, "d_model": 16, "n_layers": 2,
             "n_heads": 2, "batch_size": 4, "paper_d_model": 128, "paper_n_layers": 6, "paper_n_heads": 8,
@@ -220,6 +221,10 @@ def test_partial_report_on_a_half_finished_grid_leaves_the_workflow_outputs_alon
     assert "no lm_runs.csv" not in page and "PhysQK-AD" in page
     assert len(pd.read_csv(out / "source-tables" / "diagnostics_per_position.csv")) > 0
     assert {"lm", "diagnostics"} <= set(claims["family"])
+    # So are CTA's own experiments (the same parts as the workflow's aggregate step, pdelra.steps.parts).
+    assert len(pd.read_csv(out / "source-tables" / "cta_official_runs.csv")) == 4
+    official = claims.loc[claims["family"] == "cta_official", "verdict"]
+    assert (official != "not run").any()
     assert ".tmp" not in page and ".partial-tables." not in page
     assert "Not the paper" in page and "Not the paper" in (out / "index.html").read_text()
 
@@ -253,6 +258,39 @@ def _write_run_diagnostics(runs: Path) -> None:
         pd.DataFrame(rows).reindex(columns=DIAGNOSTICS_COLUMNS).to_csv(
             metrics.parent / "diagnostics.csv", index=False
         )
+
+
+CTA_PDE = "cta_official_diffusion"  # Continuous-Time Attention's own model with its diffusion
+
+
+def _write_cta_official_runs(root: Path, seeds: range) -> None:
+    """Finished AG News runs of CTA's own experiments (baseline and diffusion) as `pdelra train` writes
+    their metrics.json, and one run still training (its folder, no metrics.json yet)."""
+    for seed in seeds:
+        for variant, accuracy in (("none", 0.60), (CTA_PDE, 0.65 + 0.001 * seed)):
+            keys = {"task": "agnews", "variant": variant, "scale": "h1", "setting": "base", "seed": seed}
+            path = run_dir(root, *keys.values()) / "metrics.json"
+            path.parent.mkdir(parents=True)
+            path.write_text(json.dumps({**keys, "status": "completed", "test_accuracy": accuracy}))
+    run_dir(root, "sst2", "none", "h1", "base", 0).mkdir(parents=True)
+
+
+def test_partial_tables_include_the_cta_official_runs_finished_so_far(tmp_path: Path) -> None:
+    exp, tables = tmp_path / "results" / "half", tmp_path / "tables"
+    write_metrics(exp / "runs", "listops", "none", "h1", 0, 0.37)
+    write_metrics(exp / "runs", "listops", "after_embedding", "h1", 0, 0.40)
+    _write_cta_official_runs(exp / "cta_official" / "runs", range(3))
+    tables.mkdir()
+    write_partial_tables(exp / "runs", tables)
+    runs = pd.read_csv(tables / "cta_official_runs.csv")
+    assert len(runs) == 6 and set(runs["task"]) == {"agnews"}
+    summary = pd.read_csv(tables / "cta_official_summary.csv").set_index(["task", "variant"])
+    assert summary.loc[("agnews", CTA_PDE), "n"] == 3
+    claims = pd.read_csv(tables / "claims.csv")
+    official = claims[claims["family"] == "cta_official"].set_index("claim_id")["verdict"]
+    judged = official[official != "not run"]
+    assert len(judged) == 1 and "agnews" in judged.index[0], official.to_dict()
+    assert not (tables / "lm_runs.csv").exists()  # no LM run yet: that part is left out ("not run")
 
 
 def test_partial_without_finished_runs_says_so(tmp_path: Path) -> None:
