@@ -758,6 +758,11 @@ def write_table(paths: list[Path], out: Path) -> pd.DataFrame:
     return frame
 
 
+def write_tables(paths: list[Path], tables: Path) -> None:
+    """`write_table` into the tables folder, as the rule `diagnostics_table` does (pdelra.steps.parts)."""
+    write_table(paths, tables / "diagnostics.csv")
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Command line
 

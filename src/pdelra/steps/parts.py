@@ -12,21 +12,19 @@ without finished runs is left out, and its claims and report section say "not ru
 
 The data table (tables/data.csv, `pdelra data-summary`) is not one: aggregate does not read it (the report
 does, and the partial report copies the workflow's). Cheap to import: common.smk imports it for every
-Snakemake invocation (the builders' modules import no pandas or torch until they run).
+Snakemake invocation, so a part names its builder as "module:function", imported only when it runs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+import importlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pdelra.cta_official import aggregate as cta_official_aggregate
 from pdelra.cta_official.grid import TABLES as CTA_OFFICIAL_TABLES
-from pdelra.lm.aggregate import aggregate_lm
 from pdelra.runs import find_run_files
-from pdelra.steps import diagnose
 
 TABLES_DIR = "tables"  # results/{experiment}/tables: where every part's rule writes its tables
 
@@ -41,7 +39,7 @@ class Part:
     reads: tuple[str, ...]  # those `pdelra aggregate` reads (its option --NAME, with `_` as `-`)
     runs: str  # the folder of its runs under results/{experiment}
     run_file: str  # each run folder's file its tables are built from (the partial report looks for these)
-    build: Callable[[list[Path], Path], Any]  # (run files, tables folder): writes `tables` there
+    build: str  # "module:function" of (run files, tables folder), which writes `tables` there
 
     def runs_in(self, config: Mapping[str, Any]) -> bool:
         """Whether a workflow config runs this part (its section is present and not empty)."""
@@ -53,13 +51,9 @@ class Part:
         files = find_run_files(Path(experiment_dir) / self.runs, self.run_file)
         if not files:
             return {}
-        self.build(files, Path(tables))
+        module, _, function = self.build.partition(":")
+        getattr(importlib.import_module(module), function)(files, Path(tables))
         return aggregate_inputs(Path(tables) / f"{name}.csv" for name in self.tables)
-
-
-def _diagnostics_table(files: list[Path], tables: Path) -> None:
-    """What the rule `diagnostics_table` runs: `pdelra diagnose table --out TABLES/diagnostics.csv FILES`."""
-    diagnose.write_table(files, tables / "diagnostics.csv")
 
 
 # In the order `pdelra aggregate`'s options are given on its command line (a different order would be a
@@ -73,7 +67,7 @@ PARTS = (
         reads=("lm_runs", "lm_dynamics"),
         runs="lm/runs",
         run_file="metrics.json",
-        build=aggregate_lm,
+        build="pdelra.lm.aggregate:aggregate_lm",
     ),
     # The mechanism diagnostics (workflow/rules/diagnose.smk). The workflow concatenates its diagnose jobs'
     # part files; those are assembled from each run folder's cached diagnostics.csv, which the partial report
@@ -85,7 +79,7 @@ PARTS = (
         reads=("diagnostics",),
         runs="runs",
         run_file="diagnostics.csv",
-        build=_diagnostics_table,
+        build="pdelra.steps.diagnose:write_tables",  # what `pdelra diagnose table` runs
     ),
     # Continuous-Time Attention's own experiments (workflow/rules/cta_official.smk,
     # `pdelra cta-official aggregate`).
@@ -96,7 +90,7 @@ PARTS = (
         reads=("cta_official_runs",),
         runs="cta_official/runs",
         run_file="metrics.json",
-        build=cta_official_aggregate.aggregate,
+        build="pdelra.cta_official.aggregate:aggregate",
     ),
 )
 PART = {part.name: part for part in PARTS}
