@@ -65,6 +65,21 @@ def _tensor_device() -> Any:
     torch.set_default_device(None)
 
 
+@pytest.fixture
+def said(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The Markdown paragraphs a report section shows (pdelra.reporting.display.say and the figures'
+    captions), in order; IPython's display is captured, so nothing is printed."""
+    import IPython.display
+
+    lines: list[str] = []
+
+    def capture(*objs: Any, **_: Any) -> None:
+        lines.extend(obj.data for obj in objs if isinstance(obj, IPython.display.Markdown))
+
+    monkeypatch.setattr(IPython.display, "display", capture)
+    return lines
+
+
 def load_config(name: str) -> dict[str, Any]:
     """The test config `tests/configs/{name}.yaml` as a dict (a fresh copy each call, safe to edit)."""
     with open(TEST_CONFIGS / f"{name}.yaml") as f:

@@ -19,8 +19,9 @@ from pdelra.cta_official import aggregate as tables
 from pdelra.cta_official import grid as grid
 from pdelra.nn.cta_official import OFFICIAL_VARIANTS
 from pdelra.planning.config_check import config_problems
-from pdelra.reporting import cta_official_section as section
 from pdelra.reporting.io import read_artifacts
+from pdelra.reporting.sections import Report
+from pdelra.reporting.sections import cta_official as section
 from pdelra.results.build import claims_table
 from pdelra.results.catalogue import cta
 
@@ -164,13 +165,6 @@ def test_aggregate_writes_both_tables_and_catches_a_misplaced_run(tmp_path: Path
         tables.aggregate([wrong], tmp_path / "t2")
 
 
-@pytest.fixture
-def said(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    lines: list[str] = []
-    monkeypatch.setattr(section, "_say", lines.append)
-    return lines
-
-
 def test_section_shows_official_ours_verdicts_and_the_differences(tmp_path: Path, said: list[str]) -> None:
     folder, out = tmp_path / "tables", tmp_path / "out"
     folder.mkdir()
@@ -178,7 +172,7 @@ def test_section_shows_official_ours_verdicts_and_the_differences(tmp_path: Path
     tables.summarise(runs).to_csv(folder / "cta_official_summary.csv", index=False)
     claims = claims_table({"runs": pd.DataFrame(), "cta_official_runs": runs})
     claims.to_csv(folder / "claims.csv", index=False)
-    section.render(folder, out)
+    section.render(Report.open(folder, out, "unit"))
     assert {a["name"] for a in read_artifacts(out)} == {
         "cta_official_summary",
         "cta_official_claims",
@@ -209,7 +203,7 @@ def test_section_shows_the_operators_on_an_lra_task(tmp_path: Path, said: list[s
                             ("cta_official_diffusion", "official", 0.42))
             for seed in (0, 1, 2)]  # fmt: skip
     related.cta_operator_table(pd.DataFrame(rows)).to_csv(folder / "cta_operator_comparison.csv", index=False)
-    section.render(folder, out)
+    section.render(Report.open(folder, out, "unit"))
     shown = pd.read_csv(out / "tables" / "cta_operator_comparison.csv").set_index("System")
     assert "Task" not in shown.columns and "Seeds" not in shown.columns  # one task, 3 seeds: said once
     official = shown.loc["official operator: diffusion after each layer"]
@@ -219,6 +213,6 @@ def test_section_shows_the_operators_on_an_lra_task(tmp_path: Path, said: list[s
 
 
 def test_section_says_not_run_without_the_grid(tmp_path: Path, said: list[str]) -> None:
-    section.render(tmp_path / "absent", tmp_path / "out")
+    section.render(Report.open(tmp_path / "absent", tmp_path / "out", "unit"))
     assert any(line.startswith("_Not run: no `cta_official_summary.csv`") for line in said)
     assert {a["name"] for a in read_artifacts(tmp_path / "out")} == {"cta_official_differences"}

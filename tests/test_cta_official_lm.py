@@ -305,16 +305,15 @@ def test_aggregate_reads_the_lm_metrics(trained: dict[str, Any], tmp_path: Path)
     assert list(lm["ablation"]) == ["steps"] and lm["n"].item() == 1
 
 
-def test_section_shows_a_table_per_ablation(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from pdelra.reporting import cta_official_section as section
+def test_section_shows_a_table_per_ablation(tmp_path: Path, said: list[str]) -> None:
     from pdelra.reporting.io import read_artifacts
+    from pdelra.reporting.sections import Report
+    from pdelra.reporting.sections import cta_official as section
 
-    said: list[str] = []
-    monkeypatch.setattr(section, "_say", said.append)
     folder = tmp_path / "tables"
     folder.mkdir()
     tables.summarise_lm(_lm_runs(PAPER_LIKE)).to_csv(folder / "cta_official_lm.csv", index=False)
-    section.render(folder, tmp_path / "out")
+    section.render(Report.open(folder, tmp_path / "out", "unit"))
     names = {a["name"] for a in read_artifacts(tmp_path / "out")}
     assert {f"cta_official_lm_{k.replace(' ', '_').lower()}" for k in tables.ABLATIONS} <= names
     steps = pd.read_csv(tmp_path / "out" / "tables" / "cta_official_lm_steps.csv", dtype=str)

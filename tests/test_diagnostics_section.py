@@ -12,7 +12,9 @@ import pytest
 from test_results_diagnostics import POSITIONS, simpson, tables
 
 from pdelra.paper import TASK_LABELS, TASKS
-from pdelra.reporting import diagnostics_section as section
+from pdelra.reporting.io import read_artifacts
+from pdelra.reporting.sections import Report
+from pdelra.reporting.sections import diagnostics as section
 from pdelra.results.diagnostics import summarise
 
 matplotlib.use("Agg")
@@ -32,19 +34,19 @@ def _tables_dir(root: Path) -> Path:
     return out
 
 
-def test_render_says_not_run_without_the_tables(tmp_path: Path) -> None:
+def test_render_says_not_run_without_the_tables(tmp_path: Path, said: list[str]) -> None:
     pytest.importorskip("IPython")
-    section.render(tmp_path / "tables", tmp_path / "out")
-    assert not (tmp_path / "out").exists()
+    section.render(Report.open(tmp_path / "tables", tmp_path / "out", "unit"))
+    assert read_artifacts(tmp_path / "out") == [] and said[-1].startswith("*Diagnostics not run")
     (tmp_path / "tables").mkdir()
     (tmp_path / "tables" / "diagnostics_per_position.csv").write_text("")
-    section.render(tmp_path / "tables", tmp_path / "out")
-    assert not (tmp_path / "out").exists()
+    section.render(Report.open(tmp_path / "tables", tmp_path / "out2", "unit"))
+    assert read_artifacts(tmp_path / "out2") == [] and said[-1].startswith("*Diagnostics not run")
 
 
 def test_render_saves_every_figure_and_table_from_the_csvs(tmp_path: Path) -> None:
     pytest.importorskip("IPython")
-    section.render(_tables_dir(tmp_path), tmp_path / "out")
+    section.render(Report.open(_tables_dir(tmp_path), tmp_path / "out", "unit"))
     artifacts = json.loads((tmp_path / "out" / "artifacts.json").read_text())["artifacts"]
     assert {(a["kind"], a["name"]) for a in artifacts} == {
         ("figure", "diagnostics_roughness_depth"),

@@ -9,36 +9,38 @@ import pandas as pd
 import pytest
 from test_results_related import MHA, cta_runs, dynamics, lm_runs
 
-from pdelra.reporting import related_section as rs
+from pdelra.reporting import display
 from pdelra.reporting.io import read_artifacts
+from pdelra.reporting.sections import Report
+from pdelra.reporting.sections import related as rs
 from pdelra.results import related
 
 pytest.importorskip("IPython")
 
 
 def test_ci_cells_read_value_then_interval() -> None:
-    assert rs.with_ci(0.1234, 0.1, 0.15, "{:.3f}") == "0.123 [0.100, 0.150]"
-    assert rs.with_ci(-0.065, -0.09, -0.04, "{:+.3f}") == "−0.065 [−0.090, −0.040]"
-    assert rs.with_ci(0.5, float("nan"), float("nan"), "{:.3f}") == "0.500"  # n < 2: no interval
-    assert rs.with_ci(0.5, 0.5, 0.5, "{:.3f}") == "0.500 [0.500, 0.500]"  # no spread over seeds
-    assert rs.with_ci(float("nan"), 0, 1, "{:.3f}") == "—"
+    assert display.with_ci(0.1234, 0.1, 0.15, "{:.3f}") == "0.123 [0.100, 0.150]"
+    assert display.with_ci(-0.065, -0.09, -0.04, "{:+.3f}") == "−0.065 [−0.090, −0.040]"
+    assert display.with_ci(0.5, float("nan"), float("nan"), "{:.3f}") == "0.500"  # n < 2: no interval
+    assert display.with_ci(0.5, 0.5, 0.5, "{:.3f}") == "0.500 [0.500, 0.500]"  # no spread over seeds
+    assert display.with_ci(float("nan"), 0, 1, "{:.3f}") == "—"
 
 
 def test_constant_context_columns_are_stated_once() -> None:
     table = pd.DataFrame(
         {"Task": ["ListOps"] * 2, "Δ method": ["", "paired t"], "Seeds": ["3", "2 of 3"], "Acc": [1, 1]}
     )
-    shown, line = rs.lift_constants(table, ["Task", "Δ method", "Seeds"])
+    shown, line = display.lift_constants(table, ["Task", "Δ method", "Seeds"])
     assert list(shown.columns) == ["Seeds", "Acc"]  # results columns stay even when constant
     assert line == "Task: ListOps · Δ method: paired t"
 
 
 def test_claims_of_a_family_with_or_without_the_family_column() -> None:
     claims = pd.DataFrame({"claim_id": ["lm_a", "cta_b", "after_embedding_gain"], "claim": ["x", "y", "z"]})
-    assert rs.family_claims(claims, "lm")["claim_id"].tolist() == ["lm_a"]
+    assert display.family_claims(claims, "lm")["claim_id"].tolist() == ["lm_a"]
     claims["family"] = ["lm", "cta", "primary"]
     claims.loc[0, "claim_id"] = "physqk_ad_beats_mha"
-    assert rs.family_claims(claims, "lm")["claim_id"].tolist() == ["physqk_ad_beats_mha"]
+    assert display.family_claims(claims, "lm")["claim_id"].tolist() == ["physqk_ad_beats_mha"]
 
 
 def test_seed_values_are_attached_to_the_layers_the_seed_names() -> None:
@@ -113,18 +115,14 @@ def _write_tables(folder: Path, layers: int = 4) -> None:
     _claims_csv().to_csv(folder / "claims.csv", index=False)
 
 
-@pytest.fixture
-def said(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The Markdown the section displays."""
-    lines: list[str] = []
-    monkeypatch.setattr(rs, "_say", lines.append)
-    return lines
+def _render(tables: Path, out: Path) -> None:
+    rs.render(Report.open(tables, out, "unit"))
 
 
 def test_render_shows_readable_tables_from_the_csvs(tmp_path: Path, said: list[str]) -> None:
     _write_tables(tmp_path / "tables")
     out = tmp_path / "out"
-    rs.render(tmp_path / "tables", out)
+    _render(tmp_path / "tables", out)
     names = {a["name"] for a in read_artifacts(out)}
     assert names == {
         "lm_eval_loss",
@@ -164,8 +162,8 @@ def test_render_shows_readable_tables_from_the_csvs(tmp_path: Path, said: list[s
 
 
 def test_render_says_not_run_per_part(tmp_path: Path, said: list[str]) -> None:
-    rs.render(tmp_path / "absent", tmp_path / "empty")
-    assert not (tmp_path / "empty").exists()
+    _render(tmp_path / "absent", tmp_path / "empty")
+    assert read_artifacts(tmp_path / "empty") == []
     text = "\n".join(said)
     assert "Not run: PhysQK-AD's language model" in text and "Not run: Continuous-Time Attention" in text
     # LM tables without dynamics or claims: those parts say so, the others show.
@@ -175,7 +173,7 @@ def test_render_says_not_run_per_part(tmp_path: Path, said: list[str]) -> None:
     (tables / "claims.csv").unlink()
     (tables / "lm_layer_trajectory.csv").unlink()  # no figure: spares drawing it
     said.clear()
-    rs.render(tables, tmp_path / "out")
+    _render(tables, tmp_path / "out")
     text = "\n".join(said)
     assert "Not run: PhysQK-AD's per-layer α, η, eff_Pe" in text
     assert "Not run: PhysQK-AD's claims (no `claims.csv`" in text
@@ -201,7 +199,7 @@ def test_cta_table_shows_epochs_and_says_when_steps_trained_different_budgets(
     folder = tmp_path / "tables"
     _write_tables(folder)
     table.to_csv(folder / "cta_type_steps.csv", index=False)
-    rs.render_cta(folder, tmp_path / "out")
+    rs.render_cta(Report.open(folder, tmp_path / "out", "unit"))
     assert note in said
     shown = pd.read_csv(tmp_path / "out" / "tables" / "cta_type_steps.csv", dtype=str, keep_default_na=False)
     assert shown["Pseudo-time steps"].tolist() == ["—", "3 (default)", "1", "4"]

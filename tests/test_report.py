@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -354,7 +355,8 @@ def test_missing_tables_are_named(small_tables: Path, tmp_path: Path) -> None:
 # The sections, without papermill: display only, reading nothing but the tables folder's CSVs
 # ----------------------------------------------------------------------------------------------------
 SECTIONS = ("claims", "methods", "provenance", "table6", "table10", "table11", "ranking", "multiscale",
-            "robustness", "spectral", "alpha", "cost", "config")  # fmt: skip
+            "robustness", "spectral", "alpha", "cost", "config", "related", "cta_official",
+            "diagnostics")  # fmt: skip
 
 
 def render_sections(tables: Path, out: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list[Path]]:
@@ -480,8 +482,23 @@ def test_a_section_can_only_read_a_declared_table(tmp_path: Path) -> None:
 
     report = Report.open(tmp_path / "tables", tmp_path / "out", "unit")
     assert report.table("runs").empty  # declared, not there yet: empty
+    assert report.table("cta_official_summary").empty  # CTA's own experiments: declared, not in this grid
     with pytest.raises(UndeclaredTableError, match="metrics"):
         report.table("metrics")
+
+
+def test_the_reporting_layer_imports_no_step() -> None:
+    """The report reads tables; the steps that write them (pdelra.steps) stay out of its kernel."""
+    code = (
+        "import importlib, pkgutil, sys, pdelra.reporting as r\n"
+        "for m in pkgutil.walk_packages(r.__path__, 'pdelra.reporting.'): importlib.import_module(m.name)\n"
+        "from pathlib import Path; from pdelra.reporting.sections import Report\n"
+        "Report(Path('absent'), Path('absent'), 'unit').table('runs')\n"
+        "print(sorted(m for m in sys.modules if m.startswith('pdelra.steps')))"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
 
 
 def test_std_error_bars_only_where_a_bar_has_two_seeds(

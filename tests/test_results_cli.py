@@ -9,8 +9,9 @@ import pytest
 from test_aggregate import write_metrics
 
 from pdelra.cli import main
+from pdelra.results.build import AGGREGATE_TABLES
 from pdelra.results.claims import CLAIM_COLUMNS
-from pdelra.steps.aggregate import AGGREGATE_TABLES, aggregate
+from pdelra.steps.aggregate import aggregate
 
 
 @pytest.fixture

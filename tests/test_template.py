@@ -135,7 +135,8 @@ def test_diagnostics_can_be_turned_off(tmp_path: Path, monkeypatch) -> None:
     # The report then says so: the diagnostics table (`pdelra diagnose table` of no part) has no rows.
     import IPython.display
 
-    from pdelra.reporting import diagnostics_section
+    from pdelra.reporting.sections import Report
+    from pdelra.reporting.sections import diagnostics as diagnostics_section
     from pdelra.results.diagnostics import summarise
     from pdelra.steps.diagnose import collect
 
@@ -145,7 +146,7 @@ def test_diagnostics_can_be_turned_off(tmp_path: Path, monkeypatch) -> None:
         frame.to_csv(tables / f"{name}.csv", index=False)
     said: list[str] = []
     monkeypatch.setattr(IPython.display, "display", lambda item: said.append(getattr(item, "data", "")))
-    diagnostics_section.render(tables, tmp_path / "report")
+    diagnostics_section.render(Report.open(tables, tmp_path / "report", "unit"))
     assert any(text.startswith("*Diagnostics not run") for text in said), said
 
 
@@ -263,15 +264,15 @@ def test_a_new_point_is_met_safely_by_every_step(tmp_path: Path, monkeypatch) ->
     assert "pool_diffusion" in set(pd.read_csv(out / "diagnostics_per_position.csv")["variant"])
 
     # The report's position table and the diagnostics section draw them without failing.
-    from pdelra.reporting import diagnostics_section
     from pdelra.reporting.sections import Report, table10
+    from pdelra.reporting.sections import diagnostics as diagnostics_section
 
     report = Report.open(out, tmp_path / "report", "pool")
     figures = _captured(monkeypatch, table10)
     table10.render(report)
     assert "pool_average" in (tmp_path / "report" / "tables" / "table10.csv").read_text()
     assert figures and all("pool_average" in _labels(f) for f in figures), "Figures 6 and 7 show it"
-    diagnostics_section.render(out, tmp_path / "report")
+    diagnostics_section.render(report)
 
 
 def _captured(monkeypatch, module) -> list:

@@ -14,7 +14,7 @@ from pdelra.planning import experiment
 from pdelra.cta_official import grid as cta_grid
 from pdelra import runs as run_layout
 from pdelra.planning import slurm_site
-from pdelra.steps.aggregate import AGGREGATE_TABLES
+from pdelra.results.build import AGGREGATE_TABLES
 from pdelra.planning.config_check import config_problems, load_schema, yaml_problem
 from pdelra.steps import parts as aggregate_parts
 

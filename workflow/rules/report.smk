@@ -49,6 +49,7 @@ rule report:
     input:
         tables=rules.aggregate.output,  # every table the report reads (it computes nothing)
         data=rules.data_summary.output,  # the data banner
+        cta_official=CTA_OFFICIAL_TABLES,  # its section reads two of them; none without the section
         notebook=REPORT_NOTEBOOK,
     output:
         notebook=f"{RESULTS}/report/report.ipynb",

@@ -168,6 +168,8 @@ def save_figure(fig: Figure, out_dir: str | Path, name: str, caption: str) -> No
     data is refused, naming what collides (`pdelra.reporting.overlap`; one extra drawing per figure)."""
     _check_name(name)
     if os.environ.get(CHECK_FIGURES_ENV) == "1":
+        # Imported only for the check: overlap loads matplotlib's renderer (about 0.5 s), which the
+        # processes that import io without drawing (`pdelra report`'s own, via style) never need.
         from pdelra.reporting.overlap import figure_problems
 
         problems = figure_problems(fig)

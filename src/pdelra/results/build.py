@@ -27,6 +27,11 @@ OPTIONAL_INPUTS = ("lm_runs", "lm_dynamics", "diagnostics", "cta_official_runs")
 # What `derived_tables` returns, by name (each written as NAME.csv): a fixed list, so the workflow can
 # declare every file.
 DERIVED_TABLES = (*COMPARISON_TABLES, *RELATED_TABLES, *DIAGNOSTICS_TABLES, "claims")
+# The tables `pdelra aggregate` writes (as NAME.csv), all of which the report reads: the run tables
+# (pdelra.results.tables.run_tables, and runs.csv), then what `derived_tables` derives from them (the paper
+# comparisons, the related systems', the diagnostics' summaries and the claims).
+RUN_TABLES = ("runs", "main", "multiscale", "cost", "alpha", "settings")
+AGGREGATE_TABLES = (*RUN_TABLES, *DERIVED_TABLES)
 
 
 def read_table(path: Path) -> pd.DataFrame:

@@ -31,7 +31,14 @@ from typing import TYPE_CHECKING, Any
 
 from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
-from pdelra.results.build import DERIVED_TABLES, OPTIONAL_INPUTS, derived_tables, read_inputs, read_table
+from pdelra.results.build import (
+    AGGREGATE_TABLES,
+    DERIVED_TABLES,
+    OPTIONAL_INPUTS,
+    derived_tables,
+    read_inputs,
+    read_table,
+)
 from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
 from pdelra.runs import BASE_SETTING, RUN_KEYS, RunPathError, find_run_files, parse_run_dir
 
@@ -88,13 +95,6 @@ RUN_COLUMNS = (
     "metrics_path",
     *CONFIG_COLUMNS,
 )
-
-
-# The tables `aggregate` writes (as NAME.csv), all of which the report reads: the run tables, then what
-# pdelra.results.build derives from them (the paper comparisons, the related systems', the diagnostics'
-# summaries and the claims).
-RUN_TABLES = ("runs", "main", "multiscale", "cost", "alpha", "settings")
-AGGREGATE_TABLES = (*RUN_TABLES, *DERIVED_TABLES)
 
 
 class MetricsError(UserError, ValueError):

@@ -31,10 +31,10 @@ from pdelra.reporting.banner import banner_html
 from pdelra.reporting.io import read_artifacts
 from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 from pdelra.reporting.style import VERDICT_COLOURS
-from pdelra.results.build import read_table
+from pdelra.results.build import AGGREGATE_TABLES, read_table
 from pdelra.results.claims import VERDICT_RULE, headline, what_would_decide
 from pdelra.runs import find_run_files
-from pdelra.steps.aggregate import AGGREGATE_TABLES, aggregate
+from pdelra.steps.aggregate import aggregate
 from pdelra.steps.parts import PARTS
 
 # pandas, papermill and nbconvert are imported where they are used: seconds to import, and only the steps

@@ -1,11 +1,12 @@
 """The report's sections, one module each, all with `render(report: Report) -> None`: each displays one
 part of the report in the notebook and saves its tables and figures through `pdelra.reporting.io`
-(captions → artifacts.json → index.html).
+(captions → artifacts.json → index.html). What several sections use to show things (`say`, CI cells,
+claims of a family) is in `pdelra.reporting.display`; a section imports nothing from another section.
 
-Display only: every number comes from a CSV that `pdelra aggregate` wrote (`pdelra.results`), read through
-`report.table(name)`; a section formats, orders and draws, and computes nothing. The headings live in the
-notebook's markdown, never in a section (of the contributed ones, `contributed`, the diagnostics section
-prints its own and the notebook has none for it).
+Display only: every number comes from a CSV of the tables folder, read through `report.table(name)`, the
+one reader, for a name the report rule declares (`DECLARED_TABLES`); a section formats, orders and draws,
+and computes nothing. The headings live in the notebook's markdown, never in a section; the one section
+with several parts, `related`, titles its parts (### and ####) itself.
 """
 
 from __future__ import annotations
@@ -14,12 +15,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pdelra.cta_official.grid import TABLES as CTA_OFFICIAL_TABLES
+from pdelra.data.summary import TABLE as DATA_TABLE
+from pdelra.reporting.display import say
+from pdelra.reporting.style import apply_theme
+from pdelra.results.build import AGGREGATE_TABLES, read_table
+
 if TYPE_CHECKING:
     import pandas as pd
 
+__all__ = ["DECLARED_TABLES", "Report", "UndeclaredTableError", "say"]  # say: the notebook's `sections.say`
+
+# The tables the report rule declares as its inputs (workflow/rules/report.smk): what `pdelra aggregate`
+# writes, the data banner's `data` (`pdelra data-summary`) and the tables of CTA's own experiments (`pdelra
+# cta-official aggregate`; absent, so empty, without a `cta_official` section in the config).
+DECLARED_TABLES = (*AGGREGATE_TABLES, DATA_TABLE, *CTA_OFFICIAL_TABLES)
+
 
 class UndeclaredTableError(KeyError):
-    """A section asked for a table `pdelra aggregate` does not write."""
+    """A section asked for a table the report rule does not declare (not in `DECLARED_TABLES`)."""
 
 
 @dataclass
@@ -38,8 +52,6 @@ class Report:
         cls, tables_dir: str | Path, out_dir: str | Path, experiment: str, partial: bool = False
     ) -> Report:
         """The report on `tables_dir`, writing into `out_dir` (its figures/ and tables/ created)."""
-        from pdelra.reporting.style import apply_theme
-
         out = Path(out_dir)
         (out / "figures").mkdir(parents=True, exist_ok=True)
         (out / "tables").mkdir(parents=True, exist_ok=True)
@@ -48,21 +60,9 @@ class Report:
 
     def table(self, name: str) -> pd.DataFrame:
         """`{tables_dir}/{name}.csv` (an empty frame when absent or empty: that part has not run); `name`
-        must be one the report rule declares: a table `pdelra aggregate` writes
-        (pdelra.steps.aggregate.AGGREGATE_TABLES) or `data` (`pdelra data-summary`, the data banner)."""
-        from pdelra.data.summary import TABLE as DATA_TABLE
-        from pdelra.results.build import read_table
-        from pdelra.steps.aggregate import AGGREGATE_TABLES
-
-        if name not in (*AGGREGATE_TABLES, DATA_TABLE):
+        must be one the report rule declares (`DECLARED_TABLES`)."""
+        if name not in DECLARED_TABLES:
             raise UndeclaredTableError(f"{name!r} is not a table the report rule declares")
         if name not in self._cache:
             self._cache[name] = read_table(self.tables_dir / f"{name}.csv")
         return self._cache[name].copy()
-
-
-def say(markdown: str) -> None:
-    """Show a paragraph of Markdown in the notebook."""
-    from IPython.display import Markdown, display
-
-    display(Markdown(markdown))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 from typing import TYPE_CHECKING
 
+from pdelra import paper
 from pdelra.reporting import style
 from pdelra.reporting.io import save_table, show_figure
 from pdelra.reporting.sections import Report, say
@@ -168,8 +169,6 @@ def _forest_plot(report: Report, acc: pd.DataFrame) -> None:
 def _sign_grid(signs: pd.DataFrame) -> None:
     """Table 11's sign claims as a position × task grid of verdict colours."""
     from IPython.display import HTML, display
-
-    from pdelra import paper
 
     if signs.empty:
         return

@@ -1,24 +1,42 @@
-"""Report section: the related systems in their own settings (display only).
+"""The related systems in their own settings (display only).
 
-Reads, from the tables folder, the tables `pdelra.results.related.summarise` computed (`lm_eval_loss`,
+Reads, through `report.table`, the tables `pdelra.results.related.summarise` computed (`lm_eval_loss`,
 `lm_alpha_ablation`, `lm_layers`, `lm_layer_trajectory`, `cta_type_steps`, `cta_cost`) and the rows of
 `claims.csv` whose family is `lm` (PhysQK-AD) or `cta` (Continuous-Time Attention); computes no statistic.
 Each table is shown with the paper's labels, units in its headers and CIs as "x [lo, hi]"; a column that is
 constant across the rows is stated once above the table (and in its caption) instead. Figure `lm_dynamics`:
 α, η and eff_Pe per layer over training, with the seed's reported values for the layers the model has.
-Every part says "not run" when its table is absent or empty. The notebook prints the section's heading.
+Every part says "not run" when its table is absent or empty. The notebook prints the section's heading; the
+section titles its two parts (PhysQK-AD's language model, Continuous-Time Attention) and their claims.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import matplotlib.pyplot as plt
+import seaborn as sns
+from matplotlib.lines import Line2D
+from matplotlib.ticker import FuncFormatter
+
 from pdelra import paper
-from pdelra.reporting.io import MISSING, is_missing
+from pdelra.reporting.display import (
+    CI,
+    ci_cell,
+    claims_display,
+    display_rows,
+    family_claims,
+    number,
+    say,
+    seeds_cell,
+    show_lifted,
+)
+from pdelra.reporting.io import MISSING, is_missing, show_figure
+from pdelra.reporting.sections import Report
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,7 +44,6 @@ if TYPE_CHECKING:
 
 BASE = "base"
 BASELINE = "none"
-CI = "[95 % CI]"
 # pdelra.paper has no label for the fourth CTA type yet.
 LABELS = paper.VARIANT_LABELS
 ALLOCATION_LABELS = {
@@ -41,32 +58,6 @@ LOSS, ACCURACY, ALPHA, LAYER_VALUE = "{:.3f}", "{:.4f}", "{:.4f}", "{:.3f}"  # �
 
 # ----------------------------------------------------------------------------------------------------------
 # Cell text
-
-
-def _number(value: Any, fmt: str) -> str:
-    return MISSING if is_missing(value) else fmt.format(float(value))
-
-
-def with_ci(value: Any, low: Any, high: Any, fmt: str) -> str:
-    """A value with its interval as "x [lo, hi]"; "x" without an interval (n < 2), "—" without a value."""
-    if is_missing(value):
-        return MISSING
-    text = fmt.format(float(value)).replace("-", "−")
-    if is_missing(low) or is_missing(high):
-        return text
-    lo, hi = (fmt.format(float(x)).replace("-", "−") for x in (low, high))
-    return f"{text} [{lo}, {hi}]"
-
-
-def ci_cell(row: pd.Series, name: str, fmt: str) -> str:
-    return with_ci(row[name], row[f"{name}_ci_low"], row[f"{name}_ci_high"], fmt)
-
-
-def seeds_cell(n: Any, n_runs: Any) -> str:
-    """Seeds behind a row: "3", or "2 of 3" when runs did not complete."""
-    if is_missing(n):
-        return "0"
-    return f"{int(n)}" if is_missing(n_runs) or int(n) == int(n_runs) else f"{int(n)} of {int(n_runs)}"
 
 
 def _corpus(task: str) -> str:
@@ -97,41 +88,20 @@ def _task(task: str) -> str:
 # Tables for display
 
 
-def lift_constants(table: pd.DataFrame, columns: Sequence[str]) -> tuple[pd.DataFrame, str]:
-    """Drop the named context columns whose value is the same on every row that has one; return them as
-    one line "Column: value · …" to state above the table. Other columns always stay (they are the results).
-    Blank cells do not count (the reference row of a comparison has no Δ method)."""
-    constant, said = [], []
-    for column in columns:
-        if column not in table.columns:
-            continue
-        present = table[column][~table[column].isin(["", MISSING])]
-        if present.nunique() <= 1:
-            constant.append(column)
-            said += [f"{column}: {present.iloc[0]}"] if len(present) else []
-    return table.drop(columns=constant), " · ".join(said)
-
-
-def _display_rows(table: pd.DataFrame, row: Callable[[pd.Series], dict[str, Any]]) -> pd.DataFrame:
-    import pandas as pd
-
-    return pd.DataFrame([row(r) for _, r in table.iterrows()])
-
-
 def lm_eval_display(table: pd.DataFrame) -> pd.DataFrame:
-    return _display_rows(
+    return display_rows(
         table,
         lambda r: {
             "Corpus": _corpus(r["task"]),
             "Width": _width(r["scale"]),
-            "Epochs run (max)": _number(r["max_epochs_run"], "{:.0f}"),
+            "Epochs run (max)": number(r["max_epochs_run"], "{:.0f}"),
             "Seeds": seeds_cell(r["n"], r["n_runs"]),
             "Δ method": r["delta_method"] if isinstance(r["delta_method"], str) else "",
             "Condition": _label(r["variant"]),
             f"Test loss (nats/token) {CI}": ci_cell(r, "loss_nats", LOSS),
-            "Bits/byte": _number(r["bits_per_byte"], LOSS),
+            "Bits/byte": number(r["bits_per_byte"], LOSS),
             f"Δ vs MHA (nats) {CI}": ci_cell(r, "delta_vs_mha_nats", "{:+.3f}"),
-            "Seed's ΔEval (nats)": _number(r["paper_delta_nats"], "{:+.3f}").replace("-", "−"),
+            "Seed's ΔEval (nats)": number(r["paper_delta_nats"], "{:+.3f}").replace("-", "−"),
         },
     )
 
@@ -142,7 +112,7 @@ def ablation_display(table: pd.DataFrame) -> pd.DataFrame:
             return MISSING
         return f"{r['paper_delta_nats_low']:+.2f} to {r['paper_delta_nats_high']:+.2f}".replace("-", "−")
 
-    return _display_rows(
+    return display_rows(
         table,
         lambda r: {
             "Corpus": _corpus(r["task"]),
@@ -169,13 +139,13 @@ def seed_reported(setting: str, layer: int) -> str:
 
 
 def layers_display(table: pd.DataFrame) -> pd.DataFrame:
-    return _display_rows(
+    return display_rows(
         table,
         lambda r: {
             "Corpus": _corpus(r["task"]),
             "Width": _width(r["scale"]),
             "Seeds": seeds_cell(r["n"], math.nan),
-            "Final step": _number(r["final_step"], "{:.0f}"),
+            "Final step": number(r["final_step"], "{:.0f}"),
             "α allocation": ALLOCATION_LABELS.get(r["setting"], r["setting"]),
             "Layer": f"L{int(r['layer'])}",
             f"α {CI}": ci_cell(r, "alpha", ALPHA),
@@ -187,7 +157,7 @@ def layers_display(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def cta_display(table: pd.DataFrame) -> pd.DataFrame:
-    return _display_rows(
+    return display_rows(
         table,
         lambda r: {
             "Scale": SCALE_LABELS.get(r["scale"], r["scale"]),
@@ -196,8 +166,8 @@ def cta_display(table: pd.DataFrame) -> pd.DataFrame:
             "Task": _task(r["task"]),
             "PDE type": _label(r["variant"]),
             "Pseudo-time steps": _steps(r["pseudo_time_steps"], r["setting"]),
-            "Epochs (budget)": _number(r.get("max_epochs"), "{:.0f}"),
-            "Epochs run (max)": _number(r.get("max_epochs_run"), "{:.0f}"),
+            "Epochs (budget)": number(r.get("max_epochs"), "{:.0f}"),
+            "Epochs run (max)": number(r.get("max_epochs_run"), "{:.0f}"),
             f"Test accuracy {CI}": ci_cell(r, "test_accuracy", ACCURACY),
             f"Δ vs baseline {CI}": ci_cell(r, "delta_vs_baseline", "{:+.4f}"),
         },
@@ -243,7 +213,7 @@ def epochs_confound(table: pd.DataFrame) -> str:
 
 
 def cost_display(table: pd.DataFrame) -> pd.DataFrame:
-    return _display_rows(
+    return display_rows(
         table,
         lambda r: {
             "Scale": SCALE_LABELS.get(r["scale"], r["scale"]),
@@ -251,89 +221,26 @@ def cost_display(table: pd.DataFrame) -> pd.DataFrame:
             "Task": _task(r["task"]),
             "PDE type": _label(r["variant"]),
             "Pseudo-time steps": _steps(r["pseudo_time_steps"], r["setting"]),
-            "Step time (ms)": _number(1000 * r["median_step_time_s"], "{:.1f}"),
-            "Time overhead (%)": _number(r["time_overhead_pct"], "{:+.1f}").replace("-", "−"),
-            "Peak memory (MiB)": _number(r["peak_memory_mb"], "{:.1f}"),
-            "Memory overhead (%)": _number(r["memory_overhead_pct"], "{:+.1f}").replace("-", "−"),
+            "Step time (ms)": number(1000 * r["median_step_time_s"], "{:.1f}"),
+            "Time overhead (%)": number(r["time_overhead_pct"], "{:+.1f}").replace("-", "−"),
+            "Peak memory (MiB)": number(r["peak_memory_mb"], "{:.1f}"),
+            "Memory overhead (%)": number(r["memory_overhead_pct"], "{:+.1f}").replace("-", "−"),
             "Attention memory": r["attention_memory"] if isinstance(r["attention_memory"], str) else "",
         },
     )
-
-
-def family_claims(claims: pd.DataFrame, family: str) -> pd.DataFrame:
-    """claims.csv's rows of one family (`lm`, `cta`); by claim_id prefix when there is no family column."""
-    if "family" in claims.columns:
-        return claims[claims["family"] == family]
-    return claims[claims["claim_id"].astype(str).str.startswith(f"{family}_")]
-
-
-def _effect(value: Any) -> str:
-    if is_missing(value):
-        return MISSING
-    x = float(value)
-    return (f"{x:+.4f}" if abs(x) < 1 else f"{x:+.2f}").replace("-", "−")
-
-
-def claims_display(claims: pd.DataFrame) -> pd.DataFrame:
-    def row(r: pd.Series) -> dict[str, Any]:
-        out = {
-            "n": _number(r.get("n"), "{:.0f}"),
-            "Method": r.get("method") if isinstance(r.get("method"), str) else "",
-            "Claim": r["claim"],
-            "Paper": _effect(r.get("paper_effect")),
-            f"Ours {CI}": with_ci(r.get("effect"), r.get("ci_low"), r.get("ci_high"), "{:+.4f}"),
-        }
-        if "p_adjusted" in r:
-            out["p (adjusted)"] = _number(r["p_adjusted"], "{:.3g}")
-        out["Verdict"] = r["verdict"]
-        if "size" in r:
-            out["Size"] = r["size"] if isinstance(r["size"], str) else MISSING
-        elif "paper_in_ci" in r:
-            out["Paper in CI"] = MISSING if is_missing(r["paper_in_ci"]) else str(r["paper_in_ci"])
-        return out
-
-    return _display_rows(claims, row)
 
 
 # ----------------------------------------------------------------------------------------------------------
 # Rendering
 
 
-def read_table(tables_dir: Path, name: str) -> pd.DataFrame | None:
-    """`tables_dir/name.csv`, or None when it is absent, empty or has no rows (the section says "not run")."""
-    import pandas as pd
-
-    path = Path(tables_dir) / f"{name}.csv"
-    if not path.is_file() or path.stat().st_size == 0:
-        return None
-    table = pd.read_csv(path)
-    return table if len(table) else None
-
-
-def _say(text: str) -> None:
-    from IPython.display import Markdown, display
-
-    display(Markdown(text))
-
-
-def show_lifted(table: pd.DataFrame, context: Sequence[str], out_dir: Path, name: str, caption: str) -> None:
-    """Show `table` with its constant context columns stated once above it (and in the saved caption)."""
-    from pdelra.reporting.io import show_table
-
-    shown, line = lift_constants(table, context)
-    if line:
-        _say(line)
-        caption = f"{caption}. {line}"
-    show_table(shown, out_dir, name, caption)
-
-
 def _not_run(what: str, why: str) -> None:
-    _say(f"_Not run: {what} ({why})._")
+    say(f"_Not run: {what} ({why})._")
 
 
-def _claims(tables_dir: Path, out_dir: Path, family: str, name: str, who: str) -> None:
-    claims = read_table(tables_dir, "claims")
-    if claims is None:
+def _claims(report: Report, family: str, name: str, who: str) -> None:
+    claims = report.table("claims")
+    if claims.empty:
         _not_run(f"{who}'s claims", "no `claims.csv` in the tables folder")
         return
     rows = family_claims(claims, family)
@@ -343,7 +250,7 @@ def _claims(tables_dir: Path, out_dir: Path, family: str, name: str, who: str) -
     show_lifted(
         claims_display(rows),
         ("n", "Method"),
-        out_dir,
+        report.out_dir,
         name,
         f"{who}'s claims: our effect with its 95 % CI over seeds and the verdict (claims.csv, family "
         f"`{family}`)",
@@ -357,11 +264,6 @@ def _layer_names(layers: Sequence[int]) -> str:
 def dynamics_figure(trajectory: pd.DataFrame) -> Figure | None:
     """α, η, eff_Pe per layer over training for joint-α PhysQK-AD: one row of panels per (corpus, width);
     None without joint-α trajectories. The legend names only the layers the model has."""
-    import matplotlib.pyplot as plt
-    import seaborn as sns
-    from matplotlib.lines import Line2D
-    from matplotlib.ticker import FuncFormatter
-
     joint = trajectory[trajectory["setting"] == BASE]
     if joint.empty:
         return None
@@ -398,8 +300,6 @@ def dynamics_figure(trajectory: pd.DataFrame) -> Figure | None:
 
 
 def _show_dynamics(trajectory: pd.DataFrame, out_dir: Path) -> None:
-    from pdelra.reporting.io import show_figure
-
     fig = dynamics_figure(trajectory)
     if fig is None:
         return
@@ -413,8 +313,6 @@ def _show_dynamics(trajectory: pd.DataFrame, out_dir: Path) -> None:
 
 def _seed_lines(axes: Any, layers: Sequence[int]) -> list[Any]:
     """The seed's reported values as dotted lines, only for the layers the model has; their handles."""
-    from matplotlib.lines import Line2D
-
     lines = []  # (panel, value, colour, label)
     if paper.PHYSQK_AD_CONVECTIVE_LAYER in layers:
         k = paper.PHYSQK_AD_CONVECTIVE_LAYER
@@ -431,13 +329,13 @@ def _seed_lines(axes: Any, layers: Sequence[int]) -> list[Any]:
     return [Line2D([], [], color=c, linestyle=":", label=label) for _, _, c, label in lines]
 
 
-def render_lm(tables_dir: Path, out_dir: Path) -> None:
-    _say("### PhysQK-AD as a byte-level language model")
-    eval_loss = read_table(tables_dir, "lm_eval_loss")
-    if eval_loss is None:
+def render_lm(report: Report) -> None:
+    say("### PhysQK-AD as a byte-level language model")
+    eval_loss = report.table("lm_eval_loss")
+    if eval_loss.empty:
         _not_run("PhysQK-AD's language model", "no `lm_eval_loss.csv`; add an `lm` section to the config")
         return
-    _say(
+    say(
         "Loss: next-byte cross-entropy on the test windows with the best-validation weights; bits/byte "
         "counts end-of-document tokens as predicted but not as bytes. The seed: d = 256, 4 layers, 20 "
         "epochs, 128-byte windows, 3 seeds."
@@ -446,77 +344,77 @@ def render_lm(tables_dir: Path, out_dir: Path) -> None:
     show_lifted(
         lm_eval_display(eval_loss),
         lm_context,
-        out_dir,
+        report.out_dir,
         "lm_eval_loss",
         "LM test loss per condition (mean over seeds), Δ vs MHA paired by seed, and the seed's ΔEval",
     )
-    ablation = read_table(tables_dir, "lm_alpha_ablation")
-    if ablation is None:
+    ablation = report.table("lm_alpha_ablation")
+    if ablation.empty:
         _not_run("the α-allocation ablation", "no PhysQK-AD runs")
     else:
         show_lifted(
             ablation_display(ablation),
             lm_context,
-            out_dir,
+            report.out_dir,
             "lm_alpha_ablation",
             "PhysQK-AD's α allocations: test loss and Δ vs joint per-layer α (the seed: simpler "
             "allocations win by {:g}–{:g} nats)".format(*paper.PHYSQK_AD_ABLATION_GAIN),
         )
-    layers = read_table(tables_dir, "lm_layers")
-    if layers is None:
+    layers = report.table("lm_layers")
+    if layers.empty:
         _not_run("PhysQK-AD's per-layer α, η, eff_Pe", "no PhysQK-AD run logged them")
     else:
         show_lifted(
             layers_display(layers),
             (*lm_context, "α allocation"),
-            out_dir,
+            report.out_dir,
             "lm_layers",
             "PhysQK-AD's final α, η and eff_Pe per layer (mean over seeds; layers numbered from 0)",
         )
-    trajectory = read_table(tables_dir, "lm_layer_trajectory")
-    if trajectory is not None:
-        _show_dynamics(trajectory, out_dir)
-    _say("#### PhysQK-AD's claims")
-    _claims(tables_dir, out_dir, "lm", "lm_claims", "PhysQK-AD")
+    trajectory = report.table("lm_layer_trajectory")
+    if not trajectory.empty:
+        _show_dynamics(trajectory, report.out_dir)
+    say("#### PhysQK-AD's claims")
+    _claims(report, "lm", "lm_claims", "PhysQK-AD")
 
 
-def render_cta(tables_dir: Path, out_dir: Path) -> None:
-    _say("### Continuous-Time Attention: PDE type × pseudo-time steps")
-    accuracy = read_table(tables_dir, "cta_type_steps")
-    if accuracy is None:
+def render_cta(report: Report) -> None:
+    say("### Continuous-Time Attention: PDE type × pseudo-time steps")
+    accuracy = report.table("cta_type_steps")
+    if accuracy.empty:
         _not_run("Continuous-Time Attention", "no `cta_type_steps.csv`; add the grid `cta` to `run_grids`")
         return
-    _say(
+    say(
         "Pseudo-time steps are grid settings (`steps1`, `steps2`, `steps4`); the `related` grid's runs use "
         "the default. The baseline is the standard Transformer (`none`) on the same tasks and seeds."
     )
     context = ("Scale", "Seeds", "Δ method", "Task")
     confound = epochs_confound(accuracy)
     if confound:
-        _say(confound)
+        say(confound)
     show_lifted(
         cta_display(accuracy),
         (*context, "Epochs (budget)", "Epochs run (max)"),
-        out_dir,
+        report.out_dir,
         "cta_type_steps",
         "CTA test accuracy per task, PDE type and pseudo-time steps (mean over seeds) and Δ vs the "
         "baseline Transformer, paired by seed"
         + (" — steps trained for different epoch budgets (see the note above)" if confound else ""),
     )
-    cost = read_table(tables_dir, "cta_cost")
-    if cost is None:
+    cost = report.table("cta_cost")
+    if cost.empty:
         _not_run("CTA's cost", "no `cta_cost.csv`")
     else:
         show_lifted(
             cost_display(cost),
             context,
-            out_dir,
+            report.out_dir,
             "cta_cost",
             "CTA's cost vs the baseline: median step time and peak memory averaged over seeds; "
             "reaction–diffusion materialises the L × L attention matrix, the other types stay fused",
         )
-    _say("#### Continuous-Time Attention's claims")
-    _claims(tables_dir, out_dir, "cta", "cta_claims", "Continuous-Time Attention")
+    say("#### Continuous-Time Attention's claims")
+    _claims(report, "cta", "cta_claims", "Continuous-Time Attention")
 
 
 # Choices the related papers leave open (shown with the section; the report's deviations list points here).
@@ -542,11 +440,9 @@ DEVIATIONS = (
 )
 
 
-def render(tables_dir: Path, out_dir: Path) -> None:
-    """Display and save the related-systems section from the CSV tables in `tables_dir`.
-
-    No top heading: the notebook prints the section's own ("Related systems")."""
-    tables_dir, out_dir = Path(tables_dir), Path(out_dir)
-    render_lm(tables_dir, out_dir)
-    render_cta(tables_dir, out_dir)
-    _say("#### Choices of this section\n\n" + "\n".join(f"- {d}" for d in DEVIATIONS))
+def render(report: Report) -> None:
+    """Display and save the related-systems section. No top heading: the notebook prints it ("Related
+    systems")."""
+    render_lm(report)
+    render_cta(report)
+    say("#### Choices of this section\n\n" + "\n".join(f"- {d}" for d in DEVIATIONS))

@@ -1,23 +1,30 @@
-"""Report section: the operator-theory diagnostics — display only.
+"""The operator-theory diagnostics — display only.
 
-`render(tables_dir, out_dir)` reads the tables `pdelra.results.diagnostics.summarise` made (written by
-`pdelra aggregate` as `tables_dir/{name}.csv`) and shows, computing no statistic:
+`render(report)` reads, through `report.table`, the tables `pdelra.results.diagnostics.summarise` made
+(written by `pdelra aggregate`) and shows, computing no statistic:
 - figure `diagnostics_roughness_depth` (table `diagnostics_depth`): relative roughness of the residual stream
   through depth, per position, one panel per task (the paper's task order);
 - figures `diagnostics_commutator` / `diagnostics_commutator_branch` (table `diagnostics_per_block`): the
   trained commutator per unit α and the probe's commutator per position and block;
 - tables `diagnostics_per_position`, `diagnostics_bound` (the compositional bound) and
   `diagnostics_mechanism`, and figure `diagnostics_mechanism` (table `diagnostics_points`).
-Figures use the `base` setting and the main scale (h1) when present. Without the tables: "not run".
+Figures use the `base` setting and the main scale (h1) when present. Without the tables: "not run". The
+notebook prints the section's heading.
 """
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import matplotlib.pyplot as plt
+import numpy as np
+import seaborn as sns
+
 from pdelra.paper import TASK_LABELS, TASKS, VARIANT_LABELS
+from pdelra.reporting.display import say
+from pdelra.reporting.io import show_figure, show_table
+from pdelra.reporting.sections import Report
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -99,8 +106,6 @@ def _main_rows(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _colours(variants: list[str]) -> dict[str, Any]:
-    import seaborn as sns
-
     # tab10, then black and grey (the demo diagnoses 11 variants); markers tell any further repeat apart.
     palette = [*sns.color_palette("tab10"), (0.0, 0.0, 0.0), (0.55, 0.55, 0.55)]
     return {variant: palette[i % len(palette)] for i, variant in enumerate(variants)}
@@ -121,8 +126,6 @@ def _markers(keys: list[str]) -> dict[str, str]:
 def figure_roughness(depth: pd.DataFrame) -> Any:
     """Relative roughness by depth per position (colour and marker keyed below), one panel per task; each
     line is the seed mean, its band the range over seeds (drawn from the per-run rows, no statistic kept)."""
-    import matplotlib.pyplot as plt
-
     data = _main_rows(depth)
     if data.empty:
         return None
@@ -160,8 +163,6 @@ def figure_roughness(depth: pd.DataFrame) -> Any:
 def _heatmap(ax: Any, grid: pd.DataFrame, vmax: float) -> Any:
     """grid as a heat map with each cell's value written in it; matplotlib directly (seaborn's heatmap
     redraws the whole figure per call)."""
-    import numpy as np
-
     values = grid.to_numpy(dtype=float)
     image = ax.imshow(np.ma.masked_invalid(values), cmap="viridis", vmin=0, vmax=vmax, aspect="auto")
     for (row, col), value in np.ndenumerate(values):
@@ -183,8 +184,6 @@ def figure_commutator(blocks: pd.DataFrame, trained_column: str, probe_column: s
     (bottom) per position and block. The panels of a row share one set of positions and blocks (the union
     over tasks; a cell a task did not measure is blank), so a position sits at the same height in every
     panel of the row; positions without a value anywhere in a row are left out, not drawn empty."""
-    import matplotlib.pyplot as plt
-
     data = _main_rows(blocks)
     tasks = _task_order(data["task"])
     panels = []  # (row, task, grid)
@@ -240,8 +239,6 @@ def figure_commutator(blocks: pd.DataFrame, trained_column: str, probe_column: s
 def figure_mechanism(points: pd.DataFrame, test: pd.DataFrame) -> Any:
     """Per predictor: each (task, position) as its deviation from the task's mean (predictor and gain: the
     within-task view the test reads), coloured by task, marker by position; keys below the panels."""
-    import matplotlib.pyplot as plt
-
     predictors = [p for p in PREDICTOR_LABELS if f"{p}_within" in points.columns]
     tasks = _task_order(points["task"])
     variants = _variant_order(points["variant"])
@@ -342,55 +339,29 @@ def _shown(frame: pd.DataFrame, headers: dict[str, str]) -> pd.DataFrame:
 # The section
 
 
-def _read(path: Path) -> pd.DataFrame | None:
-    import pandas as pd
-
-    if not path.is_file():
-        return None
-    try:
-        return pd.read_csv(path)
-    except pd.errors.EmptyDataError:
-        return None
-
-
-def render(tables_dir: Path, out_dir: Path) -> None:
-    """Display the diagnostics section and save its figures and tables under out_dir."""
-    from IPython.display import Markdown, display
-
-    from pdelra.reporting.io import show_figure, show_table
-
-    tables_dir, out_dir = Path(tables_dir), Path(out_dir)
-    display(Markdown("## Operator-theory diagnostics: roughness, perturbation bounds, non-commutativity"))
-    tables = {
-        name: _read(tables_dir / f"{name}.csv")
-        for name in (
-            "diagnostics_per_position",
-            "diagnostics_per_block",
-            "diagnostics_depth",
-            "diagnostics_bound",
-            "diagnostics_points",
-            "diagnostics_mechanism",
+def render(report: Report) -> None:
+    """Display the diagnostics section and save its figures and tables. No heading: the notebook prints
+    it."""
+    out_dir = report.out_dir
+    position = report.table("diagnostics_per_position")
+    if position.empty:
+        say(
+            f"*Diagnostics not run: none measured in {report.tables_dir} (the config's "
+            "`diagnostics.enabled` is false, or `pdelra diagnose` has not run).*"
         )
-    }
-    position = tables["diagnostics_per_position"]
-    if position is None or position.empty:
-        display(Markdown(f"*Diagnostics not run: none measured in {tables_dir} (the config's "
-                         "`diagnostics.enabled` is false, or `pdelra diagnose` has not run).*"))  # fmt: skip
         return
-    display(
-        Markdown(
-            "Measured by `pdelra diagnose` on the first validation examples of each task with each run's "
-            "best-validation weights. Roughness is the Dirichlet energy E(x) = Σ‖x_{i+1} − x_i‖² over valid "
-            "tokens, shown relative to ‖x‖². M is a block's attention sub-layer on the residual stream, "
-            "A = M − I its branch, and D either the run's trained diffusion or a fixed probe D = I + 0.1·Δ₁ "
-            "(the same in every run, the baseline included)."
-        )
+    say(
+        "Measured by `pdelra diagnose` on the first validation examples of each task with each run's "
+        "best-validation weights. Roughness is the Dirichlet energy E(x) = Σ‖x_{i+1} − x_i‖² over valid "
+        "tokens, shown relative to ‖x‖². M is a block's attention sub-layer on the residual stream, "
+        "A = M − I its branch, and D either the run's trained diffusion or a fixed probe D = I + 0.1·Δ₁ "
+        "(the same in every run, the baseline included)."
     )
-    display(Markdown(COMMUTATOR_NOTE))
-    depth = tables["diagnostics_depth"]
-    fig = None if depth is None else figure_roughness(depth)
+    say(COMMUTATOR_NOTE)
+    depth = report.table("diagnostics_depth")
+    fig = None if depth.empty else figure_roughness(depth)
     if fig is None:
-        display(Markdown("*diagnostics_roughness_depth: not run (no residual-stream rows).*"))
+        say("*diagnostics_roughness_depth: not run (no residual-stream rows).*")
     else:
         show_figure(
             fig,
@@ -399,11 +370,11 @@ def render(tables_dir: Path, out_dir: Path) -> None:
             "Relative roughness E(x)/‖x‖² of the residual stream through depth, per position (base setting, "
             "h1); line: seed mean, band: range over seeds.",
         )
-    blocks = tables["diagnostics_per_block"]
+    blocks = report.table("diagnostics_per_block")
     for name, (trained, probe, label) in COMMUTATOR_FIGURES.items():
-        fig = None if blocks is None or blocks.empty else figure_commutator(blocks, trained, probe)
+        fig = None if blocks.empty else figure_commutator(blocks, trained, probe)
         if fig is None:
-            display(Markdown(f"*{name}: not run (no commutator measured).*"))
+            say(f"*{name}: not run (no commutator measured).*")
             continue
         show_figure(
             fig,
@@ -423,9 +394,9 @@ def render(tables_dir: Path, out_dir: Path) -> None:
         "blocks, then seeds.",
         formats={"seeds": "{:.0f}"},
     )
-    display(Markdown(AMPLIFICATION_NOTE))
-    bound = tables["diagnostics_bound"]
-    if bound is not None and len(bound):
+    say(AMPLIFICATION_NOTE)
+    bound = report.table("diagnostics_bound")
+    if not bound.empty:
         show_table(
             _shown(_main_rows(bound), BOUND_HEADERS),
             out_dir,
@@ -436,10 +407,10 @@ def render(tables_dir: Path, out_dir: Path) -> None:
             formats={"examples": "{:.0f}", "held (share)": "{:.2f}"},
         )
     else:
-        display(Markdown("*Compositional bound: not run (diagnostics measured without the logit effects).*"))
-    mechanism, points = tables["diagnostics_mechanism"], tables["diagnostics_points"]
-    if mechanism is None or mechanism.empty or points is None or points.empty:
-        display(Markdown("*Mechanism test not run: no (task, position) points with a baseline run.*"))
+        say("*Compositional bound: not run (diagnostics measured without the logit effects).*")
+    mechanism, points = report.table("diagnostics_mechanism"), report.table("diagnostics_points")
+    if mechanism.empty or points.empty:
+        say("*Mechanism test not run: no (task, position) points with a baseline run.*")
         return
     show_table(
         _shown(mechanism, MECHANISM_HEADERS),

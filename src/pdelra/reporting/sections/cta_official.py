@@ -1,34 +1,33 @@
-"""Report section: Continuous-Time Attention as its authors run it (display only).
+"""Continuous-Time Attention as its authors run it (display only).
 
-Reads `cta_official_summary.csv` (pdelra.cta_official.aggregate: official vs ours per task × variant),
-`cta_official_lm.csv` (the WikiText-103 LM: a table per ablation, Tables 3-5 and the data sizes),
-`cta_operator_comparison.csv` (pdelra.results.related: the official operator, our attention-row CTA and the
-paper's After Attention diffusion on one LRA task) and the rows of `claims.csv` whose family is
-`cta_official`; computes no statistic. Shows the recipe's deviations
-from the official scripts and the table of differences between the official operator and the pipeline's
-reading of the abstract (the `cta_*` rows), parsed from pdelra.nn.cta_official's module docstring (its one
-statement). Says "not run" when the grid has no runs. The notebook calls
-`render(tables_dir, out_dir)`; the section prints its own heading.
+Reads, through `report.table`, `cta_official_summary` (pdelra.cta_official.aggregate: official vs ours per
+task × variant), `cta_official_lm` (the WikiText-103 LM: a table per ablation, Tables 3-5 and the data
+sizes), `cta_operator_comparison` (pdelra.results.related: the official operator, our attention-row CTA and
+the paper's After Attention diffusion on one LRA task) and the rows of `claims` whose family is
+`cta_official`; computes no statistic. Shows the recipe's deviations from the official scripts and the
+table of differences between the official operator and the pipeline's reading of the abstract (the `cta_*`
+rows), `pdelra.nn.cta_official.DIFFERENCES`. Says "not run" when the grid has no runs. The notebook prints
+the section's heading.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+import pandas as pd
 
 from pdelra import paper
-from pdelra.reporting.io import MISSING, is_missing
-from pdelra.reporting.related_section import (
+from pdelra.reporting.display import (
     ci_cell,
     claims_display,
     family_claims,
-    read_table,
+    number,
+    say,
     seeds_cell,
     show_lifted,
 )
-
-if TYPE_CHECKING:
-    import pandas as pd
+from pdelra.reporting.io import MISSING, is_missing
+from pdelra.reporting.sections import Report
 
 FAMILY = "cta_official"
 # What `pdelra train` does differently from the official scripts (src/experiments/run_classification.py,
@@ -71,8 +70,6 @@ def _percent(value: Any, signed: bool = False) -> str:
 
 def summary_display(summary: pd.DataFrame) -> pd.DataFrame:
     """cta_official_summary.csv for display: accuracies in %, seeds as "n" or "n of m"."""
-    import pandas as pd
-
     rows = []
     for _, r in summary.iterrows():
         rows.append(
@@ -97,26 +94,23 @@ LM_ABLATIONS = {  # cta_official_lm.csv's `ablation` → the table's caption
 }
 
 
-def _number(value: Any, spec: str = "{:.2f}") -> str:
-    return MISSING if is_missing(value) else spec.format(float(value))
+PERPLEXITY = "{:.2f}"
 
 
 def lm_display(table: pd.DataFrame) -> pd.DataFrame:
     """Rows of cta_official_lm.csv for display: perplexities to 2 decimals, the fraction in %."""
-    import pandas as pd
-
     rows = []
     for _, r in table.iterrows():
         rows.append(
             {
                 "Model": _variant(r["variant"]),
-                "PDE steps": _number(r["cta_steps"], "{:.0f}"),
-                "Training data (%)": _number(100 * float(r["data_fraction"]), "{:g}"),
+                "PDE steps": number(r["cta_steps"], "{:.0f}"),
+                "Training data (%)": number(100 * float(r["data_fraction"]), "{:g}"),
                 "Seeds": seeds_cell(r["n"], r["n_runs"]),
-                "Official perplexity": _number(r["official"]),
-                "Ours: best val perplexity": _number(r["best_val_perplexity_mean"]),
-                "Ours sd": _number(r["best_val_perplexity_std"]),
-                "Ours: test perplexity": _number(r["test_perplexity_mean"]),
+                "Official perplexity": number(r["official"], PERPLEXITY),
+                "Ours: best val perplexity": number(r["best_val_perplexity_mean"], PERPLEXITY),
+                "Ours sd": number(r["best_val_perplexity_std"], PERPLEXITY),
+                "Ours: test perplexity": number(r["test_perplexity_mean"], PERPLEXITY),
             }
         )
     return pd.DataFrame(rows)
@@ -125,8 +119,8 @@ def lm_display(table: pd.DataFrame) -> pd.DataFrame:
 def differences_table() -> pd.DataFrame:
     """How the official operator differs from our reading of the abstract, as rows (What, Our reading of the
     abstract, The official code): `pdelra.nn.cta_official.DIFFERENCES`, data, not text parsed."""
-    import pandas as pd
-
+    # Imported here on purpose: pdelra.nn.cta_official is the model and imports torch (seconds), which no
+    # other part of the report needs; importing the section (its tests, the notebook's imports) stays light.
     from pdelra.nn.cta_official import DIFFERENCES
 
     return pd.DataFrame(
@@ -136,8 +130,6 @@ def differences_table() -> pd.DataFrame:
 
 def operator_display(table: pd.DataFrame) -> pd.DataFrame:
     """cta_operator_comparison for display: one row per system, accuracy and Δ vs its backbone's baseline."""
-    import pandas as pd
-
     return pd.DataFrame(
         [
             {
@@ -156,23 +148,17 @@ def operator_display(table: pd.DataFrame) -> pd.DataFrame:
 BACKBONE_LABELS = {"pdelra": "pre-LN (the pipeline's)", "official_cta": "post-LN (CTA's official)"}
 
 
-def _say(text: str) -> None:
-    from IPython.display import Markdown, display
-
-    display(Markdown(text))
-
-
-def render(tables_dir: str | Path, out_dir: str | Path) -> None:
-    tables_dir, out_dir = Path(tables_dir), Path(out_dir)
-    _say("### Continuous-Time Attention as its authors run it")
-    summary = read_table(tables_dir, "cta_official_summary")
-    if summary is None:
-        _say(
+def render(report: Report) -> None:
+    """Display and save the section. No heading: the notebook prints it."""
+    out_dir = report.out_dir
+    summary = report.table("cta_official_summary")
+    if summary.empty:
+        say(
             "_Not run: no `cta_official_summary.csv`; add a `cta_official` section to the config "
             "(config/README.md)._"
         )
     else:
-        _say(
+        say(
             "The authors' model (`backbone: official_cta`: post-LN layers, masked mean pooling) without "
             "(standard) and with their diffusion step after each layer, on their data and tokenisation, "
             "trained with their recipe by `pdelra train`. Accuracy: the test split at the best epoch, as "
@@ -185,11 +171,11 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
             "cta_official_summary",
             "Official accuracy beside ours (mean over seeds) per task and model",
         )
-    lm = read_table(tables_dir, "cta_official_lm")
-    if lm is None:
-        _say("_WikiText-103 (Tables 3–5): not run; add `cta_official.wikitext103` to the config._")
+    lm = report.table("cta_official_lm")
+    if lm.empty:
+        say("_WikiText-103 (Tables 3–5): not run; add `cta_official.wikitext103` to the config._")
     else:
-        _say(
+        say(
             "The authors' causal LM (`OfficialCTALM`: causal attention, causal stencils) on WikiText-103 "
             "blocks of their tokenizer, trained with their recipe by `pdelra cta-official train-lm`. "
             "Perplexity: exp of the mean next-token nats over the validation split at the best epoch (their "
@@ -202,11 +188,11 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
                 show_lifted(
                     lm_display(rows), ("Seeds", "Training data (%)", "PDE steps"), out_dir, name, caption
                 )
-    operators = read_table(tables_dir, "cta_operator_comparison")
-    if operators is None:
-        _say("_The operators on an LRA task: not run; add the grid `cta_lra` to `run_grids`._")
+    operators = report.table("cta_operator_comparison")
+    if operators.empty:
+        say("_The operators on an LRA task: not run; add the grid `cta_lra` to `run_grids`._")
     else:
-        _say(
+        say(
             "**The operators on an LRA task.** The official operator *is* diffusion of the hidden states "
             "after each layer, close to the paper's After Attention position; our reading of CTA's abstract "
             "evolves the attention rows instead. All three on the same task, seeds and data; each is "
@@ -220,10 +206,10 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
             "The official CTA operator, our attention-row CTA and After Attention diffusion on one LRA task: "
             "test accuracy (mean over seeds) and Δ vs the baseline of the same backbone",
         )
-    claims = read_table(tables_dir, "claims")
-    rows = None if claims is None else family_claims(claims, FAMILY)
-    if rows is None or rows.empty:
-        _say(f"_Not run: `claims.csv` has no `{FAMILY}` claims._")
+    claims = report.table("claims")
+    rows = claims if claims.empty else family_claims(claims, FAMILY)
+    if rows.empty:
+        say(f"_Not run: `claims.csv` has no `{FAMILY}` claims._")
     else:
         show_lifted(
             claims_display(rows),
@@ -233,7 +219,7 @@ def render(tables_dir: str | Path, out_dir: str | Path) -> None:
             f"Continuous-Time Attention's own numbers as claims: our effect with its 95 % CI over seeds and "
             f"the verdict, Holm-adjusted within the family `{FAMILY}` (claims.csv)",
         )
-    _say(
+    say(
         "**Where our recipe departs from the official scripts**\n\n" + "\n".join(f"- {d}" for d in DEVIATIONS)
     )
     show_lifted(
