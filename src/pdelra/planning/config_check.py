@@ -1,13 +1,9 @@
 """`pdelra config check FILE ...`: every check the workflow makes of a config, in plain words, up front.
 
 `config_problems` is the one check: the workflow (workflow/rules/common.smk) calls it on the config it is
-given and refuses to start on any problem, and this command calls it on each FILE, so "valid" here means
-the workflow accepts the config. It covers the schema (every violation, with its key path), then what the
-schema cannot see: grids named in run_grids exist and their tasks are configured, setting names mean one
-thing, every selected run's model (and the LM's) can be built as configured, n_heads divides d_model,
-generation settings can be met, and real data has its downloads. What this command adds is the line of a
-YAML syntax error in a `--configfile`: Snakemake reads that file before the workflow starts and says only
-"Config file is not valid JSON or YAML". Exit 1 if any FILE has a problem.
+given and refuses to start on any problem, and `pdelra config check` calls it on each FILE. What it covers,
+and what the command adds (the line of a YAML syntax error), is the command's description, `pdelra config
+--help` (CONFIG_DESCRIPTION in pdelra.planning.cli).
 """
 
 from __future__ import annotations
@@ -435,23 +431,10 @@ def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) ->
 # Command line
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "config",
-        help="check config files as the workflow does (YAML syntax with its line, schema, grids, models)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="config_command", metavar="ACTION", required=True)
-    check = sub.add_parser(
-        "check",
-        help="every problem of each FILE the workflow would refuse (YAML syntax with FILE:LINE:COLUMN)",
-    )
-    check.add_argument("files", nargs="+", type=Path, metavar="FILE", help="config files (YAML)")
-    check.set_defaults(func=_check)
 
 
-def _check(args: argparse.Namespace) -> int:
+def check_command(args: argparse.Namespace) -> int:
+    """`pdelra config check FILE ...` (declared in pdelra.planning.cli)."""
     bad = 0
     for path in args.files:
         problems = file_problems(path)

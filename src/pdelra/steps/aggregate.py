@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
-from pdelra.results.build import DERIVED_TABLES, OPTIONAL_INPUTS, derived_tables, read_inputs, read_table
+from pdelra.results.build import DERIVED_TABLES, derived_tables, read_inputs, read_table
+from pdelra.results.inputs import OPTIONAL_INPUTS
 from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
 from pdelra.runs import BASE_SETTING, RUN_KEYS, RunPathError, find_run_files, parse_run_dir
 
@@ -315,7 +316,8 @@ def aggregate(
 # ----------------------------------------------------------------------------------------------------
 # CLI
 # ----------------------------------------------------------------------------------------------------
-def _run(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
+    """`pdelra aggregate` (declared in pdelra.steps.cli)."""
     files: list[Path] = list(args.metrics)
     if args.runs is not None:
         found = find_metrics(args.runs)
@@ -331,35 +333,3 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "aggregate",
-        help="collect every run's metrics.json into the result tables (CSV)",
-        description=(
-            "Read the metrics.json of each run (given as paths and/or found under --runs) and write "
-            "runs.csv (one row per run, diverged and failed runs included), main.csv (mean ± std test "
-            "accuracy per task × variant at h1 plus the cross-task average, paper Tables 6/10), "
-            "multiscale.csv (Table 12), cost.csv (time and memory overhead over the baseline, Table 14), "
-            "alpha.csv (learned diffusion coefficients), settings.csv (every grid setting), the "
-            "comparisons with the paper's tables the report shows (table6.csv, table11.csv, ...; "
-            "docs/interfaces.md) and claims.csv."
-        ),
-    )
-    parser.add_argument("metrics", nargs="*", type=Path, help="metrics.json files of the runs to include")
-    parser.add_argument(
-        "--runs",
-        type=Path,
-        help="also include every runs/T/V/S/SETTING/seedN/metrics.json under this folder",
-    )
-    parser.add_argument(
-        "--out", type=Path, required=True, help="folder for the CSV tables (created if missing)"
-    )
-    for name in OPTIONAL_INPUTS:
-        parser.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            type=Path,
-            metavar="CSV",
-            help=f"{name}.csv for the derived tables and claims (absent or empty: that part is not run)",
-        )
-    parser.set_defaults(func=_run)

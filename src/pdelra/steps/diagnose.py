@@ -1,63 +1,9 @@
 """`pdelra diagnose`: the operator-theory diagnostics (pdelra.nn.diagnostics) measured on trained runs, and
 their table over runs.
 
-    pdelra diagnose run RUN_DIR [RUN_DIR ...] --data PROCESSED_TASK_DIR --out PART.csv
-    pdelra diagnose table PART.csv ... --out results/{experiment}/tables/diagnostics.csv
-
-`run` diagnoses each run (of one task) and writes their rows to PART.csv. Each run's own rows are kept in
-RUN_DIR/diagnostics.csv beside a stamp, RUN_DIR/diagnostics.json (sha256 of the weights, digest of this code,
-data manifest hash, examples, batch size): a run whose stamp still matches is read back, not measured again,
-so a job over many runs redoes only those retrained since (or all of them when this code changes).
-
-For each run, `run` loads its best-validation weights (RUN_DIR/model.safetensors) and config
-(RUN_DIR/metrics.json), runs the encoder in eval mode on a fixed batch — the first `--examples` validation
-examples in file order (retrieval: the first document of each pair) — and records one row per (block,
-operator):
-
-- kind `residual`, operator `residual`: the residual stream entering block b (`roughness_in`) and leaving it
-  (`roughness_out`); with no diffusion in the model (variant `none`) this says where the representation is
-  rough.
-- kind `probe`, operator `probe`: a fixed probe diffusion D = I + 0.1·Δ_1 (the same in every run, so runs
-  compare) applied to the residual stream x_b entering block b: roughness of x_b and D(x_b), the perturbation
-  ‖D(x_b) − x_b‖ and its bound, and the commutator of D with the block's attention sub-layer.
-- kind `trained`, operator = the module name (e.g. `encoder.blocks.0.attn_output`): every DiffusionLayer of
-  the model, on the input it actually received: roughness entering and leaving the operator (its LayerNorm
-  included), the perturbation of its Euler step (trained α, scales, stencil scaling) and the bound, and the
-  commutator of that Euler step, applied to the residual stream x_b, with block b's attention sub-layer.
-  Per-channel α are used where the operator's channels are the residual stream's; for `attn_values` (the
-  value channels) the channel mean; `attn_heads` diffuses along heads (its roughness and bound are along the
-  head axis, averaged over tokens) and has no sequence commutator (empty).
-
-- kind `operator`: an operator of a variant declared in the config (`variants:`, a user's `module:attr` or a
-  built-in that is not the paper's diffusion layer), on the input it received: roughness entering and leaving
-  it, its effect ‖op(x) − x‖ (`perturbation`), its commutator with the block's attention sub-layer (op
-  applied to x_b), and the insertion effect on the logits (the operator bypassed) with the amplification.
-  What needs the paper's α (alpha_mean, bound, bound_closed_form, bound_ratio, composed_bound,
-  composed_ratio, composed_held) is left empty, and the row's `reason` says so.
-
-Every step meets every insertion point: an operator at a point in no block (e.g. a point after the last
-block) has block −1 (NO_BLOCK) and no commutator, which needs a block's attention sub-layer; `reason` says
-what was not measured and why (empty when everything applied).
-
-The attention sub-layer as a map on the residual stream is M_b(x) = x + W_o·MHA(LN₁(x)) with block b's
-trained weights and padded keys masked, without the inserted operators, so that M is the same kind of map in
-every variant and D is what varies. Block of an operator: `encoder.embedding` → 0, `between_blocks.i` → i+1,
-`blocks.i.*` → i. Every quantity is the mean over the examples of the per-sequence value
-(pdelra.nn.diagnostics); `bound_ratio` is the mean of perturbation / bound (≤ 1 by the theory).
-
-The insertion effect on the logits (LOGIT_QUANTITIES, probe and trained rows, on the first
-`--amplification-examples` examples; see `measure_logit_effects`): `logit_change` = ‖logits with D − logits
-without D‖ (a trained layer's Euler step set to the identity, its LayerNorm kept; the probe inserted at the
-block's input), `amplification` = σ_max of the Jacobian of the logits in the point's input at the model as
-trained (exact per example, one backward pass per class: pdelra.nn.diagnostics.jacobian_spectral_norm), and
-the composed bound amplification × roughness bound that the revised paper's "compositional perturbation
-bounds" state, with its ratio and the share of examples where it held. Both are measured through the model's
-own modules, by hooks on the named insertion points: nothing of the forward pass is written out again.
-
-`commutator` = ‖D(M(x)) − M(D(x))‖ / ‖M(x)‖ as the issue defines it. Its numerator only involves the
-attention branch A = M − I (the identity commutes with D), but its denominator holds the residual stream:
-where the stream is large next to the branch (e.g. right after a LayerNorm) it is small for that reason
-alone. `commutator_branch` = ‖D(A(x)) − A(D(x))‖ / ‖A(x)‖ removes that scale.
+What each row measures, and how (the kinds `residual`, `probe`, `trained`, `operator`; the attention
+sub-layer as a map; the insertion effect on the logits; the commutators), is the subcommand's description,
+`pdelra diagnose --help`: DIAGNOSE_DESCRIPTION in pdelra.steps.cli, where the command is declared.
 """
 
 from __future__ import annotations
@@ -77,6 +23,7 @@ from pdelra.atomic import write_text_atomic
 from pdelra.errors import UserError
 from pdelra.results.diagnostics import COLUMNS, LOGIT_QUANTITIES, QUANTITIES
 from pdelra.runs import RUN_KEYS
+from pdelra.steps.cli import AMPLIFICATION_EXAMPLES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,7 +36,6 @@ DIAGNOSTICS_NAME = "diagnostics.csv"
 STAMP_NAME = "diagnostics.json"
 PROBE_ALPHA = 0.1
 PROBE_SCALES = (1,)
-AMPLIFICATION_EXAMPLES = 1  # see LOGIT_QUANTITIES: a backward pass per class and insertion point, per example
 # The block of an operator at an insertion point outside every block (no attention sub-layer to commute with).
 NO_BLOCK = -1
 # The quantities that need the paper's step sizes α: empty in an `operator` row.
@@ -753,45 +699,10 @@ def collect(paths: list[Path]) -> pd.DataFrame:
 # Command line
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "diagnose",
-        help="roughness, perturbation bounds and diffusion–attention commutators of trained runs",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="diagnose_command", metavar="ACTION", required=True)
-    run = sub.add_parser(
-        "run",
-        help="diagnose trained runs of one task → one CSV (each run's rows also cached in its folder)",
-    )
-    run.add_argument(
-        "run_dirs",
-        nargs="+",
-        type=Path,
-        metavar="RUN_DIR",
-        help="run folders (metrics.json, model.safetensors)",
-    )
-    run.add_argument("--data", type=Path, required=True, help="the processed task folder the runs trained on")
-    run.add_argument("--out", type=Path, required=True, help="CSV of all their rows (written atomically)")
-    run.add_argument("--examples", type=int, default=32, help="first N validation examples (default 32)")
-    run.add_argument("--batch-size", type=int, default=8, help="examples per forward pass (default 8)")
-    run.add_argument(
-        "--amplification-examples",
-        type=int,
-        default=AMPLIFICATION_EXAMPLES,
-        help="the first N of those examples for the insertion effect on the logits and its amplification "
-        f"(a backward pass per class and insertion point; default {AMPLIFICATION_EXAMPLES}, 0: none)",
-    )
-    run.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    run.set_defaults(func=_run)
-    table = sub.add_parser("table", help="concatenate per-run diagnostics.csv files into one table")
-    table.add_argument("tables", nargs="*", type=Path, help="per-run diagnostics.csv files")
-    table.add_argument("--out", type=Path, required=True, help="the combined CSV (atomically)")
-    table.set_defaults(func=_table)
 
 
-def _run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
+    """`pdelra diagnose run` (declared in pdelra.steps.cli)."""
     if args.examples < 1 or args.batch_size < 1:
         raise DiagnoseError("--examples and --batch-size must be ≥ 1")
     if args.amplification_examples < 0:
@@ -819,7 +730,8 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(args: argparse.Namespace) -> int:
+def table_command(args: argparse.Namespace) -> int:
+    """`pdelra diagnose table`."""
     frame = collect(args.tables)
     write_text_atomic(args.out, frame.to_csv(index=False))
     log.info("%d rows from %d run(s) written to %s", len(frame), len(args.tables), args.out)

@@ -27,13 +27,10 @@ from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
 from pdelra.reporting.style import VERDICT_COLOURS
 from pdelra.steps.aggregate import AGGREGATE_TABLES
+from pdelra.steps.cli import DEFAULT_KERNEL, DEFAULT_NOTEBOOK
 
 log = logging.getLogger(__name__)
 
-DEFAULT_NOTEBOOK = Path("workflow/notebooks/report.ipynb")
-DEFAULT_KERNEL = (
-    "pdelra"  # registered by `make venv` (python -m ipykernel install --sys-prefix --name pdelra)
-)
 
 
 class ReportError(UserError, RuntimeError):
@@ -368,7 +365,8 @@ def _partial_inputs(experiment_dir: Path, tmp: Path) -> dict[str, Path]:
     return extra
 
 
-def _run(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
+    """`pdelra report` (declared in pdelra.steps.cli)."""
     if args.partial:
         if args.runs is None:
             raise ReportError("--partial needs --runs results/EXPERIMENT/runs (the runs finished so far)")
@@ -380,47 +378,3 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "report",
-        help="execute the report notebook on the result tables and render it to HTML",
-        description=(
-            "Execute the report notebook with papermill (explicit kernel) on the tables of "
-            "`pdelra aggregate`, then render it to HTML without code cells. OUT receives report.ipynb, "
-            "report.html, figures/*.png|pdf, tables/*.csv|md|tex (claims.csv: a verdict per claim of the "
-            "paper; the paper's tables beside ours) and index.html (verdicts first). OUT is replaced as a "
-            "whole once everything succeeded. With --partial --runs DIR it reports on the runs finished "
-            "so far (a grid still running), into DIR/../report-partial by default."
-        ),
-    )
-    parser.add_argument("--tables", type=Path, help="folder of runs.csv, main.csv, ... (aggregate)")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="report folder to (re)create (with --partial default: RUNS/../report-partial)",
-    )
-    parser.add_argument(
-        "--partial",
-        action="store_true",
-        help="report on the runs finished so far under --runs (aggregated into the report's own "
-        "source-tables/), without touching the workflow's tables or report",
-    )
-    parser.add_argument("--runs", type=Path, help="with --partial: results/EXPERIMENT/runs")
-    parser.add_argument(
-        "--notebook",
-        type=Path,
-        default=DEFAULT_NOTEBOOK,
-        help=f"notebook to execute (default: {DEFAULT_NOTEBOOK})",
-    )
-    parser.add_argument(
-        "--kernel",
-        default=DEFAULT_KERNEL,
-        help=f"Jupyter kernel to execute it with (default: {DEFAULT_KERNEL})",
-    )
-    parser.add_argument(
-        "--experiment", help="experiment name shown in the report (default: OUT's parent folder)"
-    )
-    parser.add_argument(
-        "--timeout", type=int, default=600, help="seconds a single notebook cell may run (default: 600)"
-    )
-    parser.set_defaults(func=_run)
