@@ -25,17 +25,13 @@ SUBCOMMAND_MODULES = (
     "pdelra.data.summary",  # data-summary (the report's data banner)
     "pdelra.training.cli",  # train
     "pdelra.training.pack",  # train-pack (K runs of a grid cell side by side on one GPU)
-    "pdelra.steps.aggregate",  # aggregate
+    "pdelra.steps.cli",  # aggregate, diagnose run | table, report, version
     "pdelra.results.cli",  # claims --tables DIR (claims.csv from aggregated tables)
-    "pdelra.steps.diagnose",  # diagnose run | table
-    "pdelra.steps.report",  # report
-    "pdelra.steps.versioning",  # version
-    "pdelra.bench",  # bench
-    "pdelra.planning.config_check",  # config check FILE (YAML syntax with its line, schema)
-    "pdelra.planning.plan",  # plan (jobs, steps, device-hours, disk, memory of a config)
+    "pdelra.bench.cli",  # bench
+    "pdelra.planning.cli",  # config check FILE (YAML syntax, schema); plan (jobs, device-hours, disk)
     "pdelra.forkserver",  # forkserver run -- CMD (one torch import for many jobs)
     "pdelra.lm.cli",  # lm prepare | train | aggregate (PhysQK-AD's LM experiment)
-    "pdelra.cta_official.aggregate",  # cta-official aggregate (Continuous-Time Attention's own experiments)
+    "pdelra.cta_official.cli",  # cta-official aggregate | train-lm (Continuous-Time Attention's own)
 )
 
 

@@ -1,7 +1,7 @@
 """Preprocessing throughput: ListOps rows, Pathfinder PNGs decoded from a tar stream, AAN byte tokenisation.
 
-Data is generated in a temporary folder first (not timed). Goals on 2 cores: ListOps 100k rows < 10 s;
-Pathfinder >= 10k images/s from a tar stream; AAN tokenisation >= 50 MB/s.
+What it measures and its options: PREPROCESS_DESCRIPTION and add_preprocess_arguments in pdelra.bench.cli
+(`pdelra bench preprocess --help`).
 """
 
 from __future__ import annotations
@@ -14,19 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from pdelra.bench.args import positive_int
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--listops-rows", type=positive_int, default=100_000, help="ListOps rows to preprocess"
-    )
-    parser.add_argument(
-        "--pathfinder-images", type=positive_int, default=20_000, help="PNGs in the tar stream"
-    )
-    parser.add_argument(
-        "--aan-mb", type=positive_int, default=200, help="approximate size of the AAN TSVs in MB"
-    )
+from pdelra.bench.cli import PREPROCESS_DESCRIPTION, add_preprocess_arguments
 
 
 def _listops(tmp: Path, rows: int) -> str:
@@ -128,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks/preprocess.py", description=__doc__)
-    add_arguments(parser)
+    parser = argparse.ArgumentParser(prog="benchmarks/preprocess.py", description=PREPROCESS_DESCRIPTION)
+    add_preprocess_arguments(parser)
     return run(parser.parse_args(argv))
 
 

@@ -10,6 +10,7 @@ import argparse
 from pathlib import Path
 
 from pdelra.training.cli import add_lm_train_arguments
+
 # What the tables hold: `pdelra cta-official --help`.
 DESCRIPTION = """\
 `pdelra cta-official aggregate`: Continuous-Time Attention's own runs → tables/cta_official_runs.csv,

@@ -431,8 +431,6 @@ def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) ->
 # Command line
 
 
-
-
 def check_command(args: argparse.Namespace) -> int:
     """`pdelra config check FILE ...` (declared in pdelra.planning.cli)."""
     bad = 0

@@ -800,10 +800,6 @@ def print_plan(plan: Mapping[str, Any], title: str = "plan") -> None:
 # CLI
 
 
-
-
-
-
 def run(args: argparse.Namespace) -> int:
     """`pdelra plan CONFIG` (declared in pdelra.planning.cli)."""
     import torch

@@ -331,5 +331,3 @@ def command(args: argparse.Namespace) -> int:
     extra = {name: path for name in OPTIONAL_INPUTS if (path := getattr(args, name)) is not None}
     aggregate(files, args.out, extra)
     return 0
-
-

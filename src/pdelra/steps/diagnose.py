@@ -699,8 +699,6 @@ def collect(paths: list[Path]) -> pd.DataFrame:
 # Command line
 
 
-
-
 def run_command(args: argparse.Namespace) -> int:
     """`pdelra diagnose run` (declared in pdelra.steps.cli)."""
     if args.examples < 1 or args.batch_size < 1:

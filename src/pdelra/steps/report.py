@@ -32,7 +32,6 @@ from pdelra.steps.cli import DEFAULT_KERNEL, DEFAULT_NOTEBOOK
 log = logging.getLogger(__name__)
 
 
-
 class ReportError(UserError, RuntimeError):
     """The report could not be built; the message says which input or step failed."""
 
@@ -376,5 +375,3 @@ def command(args: argparse.Namespace) -> int:
         raise ReportError("give --tables and --out (or --partial --runs DIR)")
     build_report(args.tables, args.out, args.notebook, args.kernel, args.experiment, args.timeout)
     return 0
-
-

@@ -258,8 +258,6 @@ def _dvc_errors_are_user_errors(func):  # type: ignore[no-untyped-def]
     return run
 
 
-
-
 # The handlers of `pdelra version add` and `pdelra version restore` (declared in pdelra.steps.cli).
 add_command = _dvc_errors_are_user_errors(_cmd_add)
 restore_command = _dvc_errors_are_user_errors(_cmd_restore)
