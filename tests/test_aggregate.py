@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from pdelra.runs import BASE_SETTING, run_dir
 from pdelra.cli import handler_of
+from pdelra.runs import BASE_SETTING, run_dir
 from pdelra.steps.aggregate import MetricsError, aggregate, read_run
 from pdelra.steps.cli import register_aggregate
 
