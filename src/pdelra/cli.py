@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from pdelra import __version__
+from pdelra import __version__, forkserver
 from pdelra.errors import UserError
 
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with
@@ -64,8 +64,6 @@ def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int |
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pdelra import forkserver  # standard library only: cheap
-
     argv = sys.argv[1:] if argv is None else list(argv)
     if forkserver.wants_server(argv):  # PDELRA_FORKSERVER is set: fork from a process with torch loaded
         code = forkserver.delegate(argv)

@@ -14,6 +14,8 @@ from typing import Any
 
 from pdelra.atomic import write_json_atomic
 from pdelra.bench.train_step import _resolve_device, _timer
+from pdelra.nn.model import LRAClassifier, ModelConfig
+from pdelra.training import batches as B
 
 log = logging.getLogger(__name__)
 
@@ -41,9 +43,6 @@ def _stratified(order: Any, lengths: Any, size: int, count: int) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
-
-    from pdelra.nn.model import LRAClassifier, ModelConfig
-    from pdelra.training import batches as B
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -15,6 +15,7 @@ from typing import Any
 
 from pdelra.atomic import write_json_atomic
 from pdelra.bench.train_step import _resolve_device, _timer, interleaved
+from pdelra.nn.cta_official import KINDS, PDERefinement
 
 log = logging.getLogger(__name__)
 
@@ -23,8 +24,6 @@ OFFICIAL_RATIO = 1.63  # the official README: block latency with 4 diffusion ste
 
 def run(args: argparse.Namespace) -> int:
     import torch
-
-    from pdelra.nn.cta_official import KINDS, PDERefinement
 
     if args.kind not in KINDS:
         raise SystemExit(f"--kind: unknown kind {args.kind!r}; choose from {', '.join(KINDS)}")

@@ -13,6 +13,9 @@ from typing import Any
 
 from pdelra.atomic import write_json_atomic
 from pdelra.bench.train_step import _resolve_device, _timer, interleaved
+from pdelra.nn.cta_official import KINDS, PDERefinement
+from pdelra.nn.model import SCALES
+from pdelra.nn.ops import DiffusionLayer
 
 log = logging.getLogger(__name__)
 
@@ -21,10 +24,6 @@ GOALS = {"h1": 1.5, "h2": 1.5, "h4": 1.5, "multi": 2.0}
 
 def _bench_shape(args: argparse.Namespace, device: Any, shape: tuple[int, int, int]) -> list[dict[str, Any]]:
     import torch
-
-    from pdelra.nn.cta_official import KINDS, PDERefinement
-    from pdelra.nn.model import SCALES
-    from pdelra.nn.ops import DiffusionLayer
 
     unknown = [kind for kind in args.official if kind not in KINDS]
     if unknown:
@@ -93,8 +92,6 @@ def _bench_shape(args: argparse.Namespace, device: Any, shape: tuple[int, int, i
 
 def run(args: argparse.Namespace) -> int:
     import torch
-
-    from pdelra.nn.model import SCALES
 
     for scale in args.scales:
         if scale not in SCALES:

@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from pdelra.atomic import write_json_atomic
+from pdelra.bench.train_step import _resolve_device, _train_step
 
 log = logging.getLogger(__name__)
 
@@ -25,8 +26,6 @@ def _worker(args: argparse.Namespace, rank: int, barrier: Any, results: Any) -> 
     """One process of a pack: warm up, wait for the others, count steps for `args.seconds`."""
     try:
         import torch
-
-        from pdelra.bench.train_step import _resolve_device, _train_step
 
         if args.threads:
             torch.set_num_threads(args.threads)

@@ -15,12 +15,13 @@ import time
 from pathlib import Path
 
 from pdelra.bench.cli import PREPROCESS_DESCRIPTION, add_preprocess_arguments
+from pdelra.data import listops, retrieval
+from pdelra.data.extract import extract
+from pdelra.data.preprocess import preprocess
+from pdelra.data.snakes import SnakeParams, draw_sample
 
 
 def _listops(tmp: Path, rows: int) -> str:
-    from pdelra.data import listops
-    from pdelra.data.preprocess import preprocess
-
     # A few thousand distinct released-length rows, repeated: generation is not what is measured.
     pool = listops.generate_rows(2000, seed=0, min_length=500, max_length=2000, max_depth=10, max_args=10)
     raw = tmp / "listops"
@@ -36,9 +37,6 @@ def _listops(tmp: Path, rows: int) -> str:
 def _pathfinder(tmp: Path, images: int) -> str:
     import numpy as np
     from PIL import Image
-
-    from pdelra.data.extract import extract
-    from pdelra.data.snakes import SnakeParams, draw_sample
 
     rng = np.random.default_rng(0)
     pngs = []
@@ -83,9 +81,6 @@ def _pathfinder(tmp: Path, images: int) -> str:
 
 
 def _aan(tmp: Path, megabytes: int) -> str:
-    from pdelra.data import retrieval
-    from pdelra.data.preprocess import preprocess
-
     raw = tmp / "retrieval"
     retrieval.generate(
         raw, n_train=300, n_val=10, n_test=10, seed=0, min_length=20_000, max_length=40_000, n_topics=5

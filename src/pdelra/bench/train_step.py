@@ -15,6 +15,8 @@ from typing import Any
 
 from pdelra.atomic import write_json_atomic
 from pdelra.bench.cli import TRAIN_STEP_DESCRIPTION, add_train_step_arguments
+from pdelra.nn.model import SCALES, VARIANTS, LRAClassifier, ModelConfig
+from pdelra.nn.ops import DiffusionLayer
 from pdelra.paper import POSITIONS
 
 log = logging.getLogger(__name__)
@@ -88,8 +90,6 @@ def _train_step(
     """A timed forward + backward + AdamW step of the Table 8 ListOps model for one variant."""
     import torch
 
-    from pdelra.nn.model import LRAClassifier, ModelConfig
-
     tokens, lengths, labels = batch
     cfg = ModelConfig(
         vocab_size=16,
@@ -125,9 +125,6 @@ def _layer_alone(
 ):
     """A timed forward + backward of one DiffusionLayer at the model's activation shape."""
     import torch
-
-    from pdelra.nn.model import SCALES
-    from pdelra.nn.ops import DiffusionLayer
 
     tokens, lengths, _ = batch
     layer = DiffusionLayer(args.d_model, SCALES[scale], fused=path != "eager").to(device)
@@ -216,8 +213,6 @@ def _bench_length(args: argparse.Namespace, device: Any, length: int) -> list[di
 
 def run(args: argparse.Namespace) -> int:
     import torch
-
-    from pdelra.nn.model import SCALES, VARIANTS
 
     for name in args.variants:
         if name not in VARIANTS or name == "none":

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.bench.args import positive_int
+from pdelra.nn.model import SCALES, VARIANTS
+from pdelra.runs import run_dir
 
 WORKFLOW_PATHS = ("Snakefile", "workflow", "config", "envs", "profiles")
 MAX_ARG_STRLEN = 128 * 1024  # Linux: one argv string (bash -c "<command>") may not exceed this
@@ -69,8 +71,6 @@ def _job_counts(text: str) -> dict[str, int]:
 def scale_config(repo: Path, runs: int) -> dict[str, Any]:
     """The paper config with grids.scale = 5 tasks x every variant x 4 scales x enough seeds, alone."""
     import yaml
-
-    from pdelra.nn.model import SCALES, VARIANTS
 
     config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
     tasks = list(config["tasks"])
@@ -151,8 +151,6 @@ def _metrics(task: str, variant: str, scale: str, seed: int, rng: random.Random)
 
 
 def aggregate_many(repo: Path, work: Path, runs: int) -> dict[str, Any]:
-    from pdelra.runs import run_dir
-
     grid = scale_config(repo, runs)["grids"]["scale"]
     rng = random.Random(0)
     root = work / "runs"

@@ -14,8 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
+from pdelra.atomic import write_csv_atomic
 from pdelra.cta_official.grid import LM_PDE, LM_TASK, OFFICIAL_LM_STEPS, TABLES, steps_setting
 from pdelra.runs import RUN_KEYS
+from pdelra.steps.aggregate import RUN_COLUMNS, MetricsError, read_run
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -53,8 +55,6 @@ SUMMARY_COLUMNS = (
 def runs_table(metrics_files: Iterable[Path]) -> pd.DataFrame:
     """cta_official_runs.csv: one row per metrics.json, sorted by the run keys."""
     import pandas as pd
-
-    from pdelra.steps.aggregate import RUN_COLUMNS, MetricsError, read_run
 
     files = sorted({Path(p) for p in metrics_files})
     if not files:
@@ -181,8 +181,6 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
 
 def aggregate(metrics_files: Iterable[Path], out: Path) -> dict[str, pd.DataFrame]:
     """Write both tables into `out` (atomically each); return them by name."""
-    from pdelra.atomic import write_csv_atomic
-
     runs = runs_table(metrics_files)
     tables = dict(zip(TABLES, (runs, summarise(runs), summarise_lm(runs)), strict=True))
     for name, frame in tables.items():

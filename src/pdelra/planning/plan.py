@@ -19,10 +19,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pdelra import runs as run_layout
 from pdelra.atomic import write_json_atomic
+from pdelra.data.generate import DEFAULTS
+from pdelra.data.store import load_split
 from pdelra.errors import UserError
+from pdelra.nn.model import LRAClassifier, ModelConfig
 from pdelra.planning import experiment
 from pdelra.planning.cli import CACHE_NAME, DEFAULT_RETRIES, SLURM_PROFILE
+from pdelra.planning.config_check import file_problems, with_defaults
+from pdelra.results import seeds
+from pdelra.training import batches as B
+from pdelra.training.schedule import planned_steps
 
 # Published LRA split sizes (Tay et al. 2021; Pathfinder-32 split 80/10/10 and IMDb/CIFAR-10 validation carved
 # out of train by preprocessing, as this project does): used only without a manifest or generate sizes.
@@ -54,8 +62,6 @@ def load_config(path: Path) -> dict[str, Any]:
     set_default=True)` does)."""
     import yaml
 
-    from pdelra.planning.config_check import file_problems, with_defaults
-
     problems = file_problems(path)
     if problems:
         raise PlanError(f"invalid config {path}:\n" + "\n".join(f"  - {problem}" for problem in problems))
@@ -84,8 +90,6 @@ def task_data(config: Mapping[str, Any], task: str) -> dict[str, Any]:
             "source": "manifest",
         }
     if config["data"].get("source") == "generated":
-        from pdelra.data.generate import DEFAULTS
-
         sizes = {**DEFAULTS[task], **(config["data"].get("generate", {}).get(task) or {})}
         counts = {"train": sizes["n_train"], "val": sizes["n_val"], "test": sizes["n_test"]}
         source = "config"
@@ -101,8 +105,6 @@ def task_data(config: Mapping[str, Any], task: str) -> dict[str, Any]:
 
 
 def planned_job_steps(n_train: int, train: Mapping[str, Any]) -> int:
-    from pdelra.training.schedule import planned_steps
-
     return planned_steps(math.ceil(n_train / train["batch_size"]), train["max_epochs"], train["max_steps"])
 
 
@@ -114,8 +116,6 @@ def finished_runs(results: Path) -> dict[RunFile, dict[str, float | None]]:
     """Every finished run of every training rule under `results` (results/{experiment}): its median step time
     and wall time from its metrics.json (written when the run ends, so the workflow will not train it again),
     keyed by (runs folder, task, variant, scale, setting, seed)."""
-    from pdelra import runs as run_layout
-
     out: dict[RunFile, dict[str, float | None]] = {}
     for runs_dir in sorted({spec.runs_dir for spec in experiment.TRAINING_RULES.values()}):
         root = results / runs_dir
@@ -156,9 +156,6 @@ def padding_ratios(
     """(padding ÷ real tokens of one epoch's plain batches, the same bucketed, the bucket count), from the
     processed training split's length arrays."""
     import numpy as np
-
-    from pdelra.data.store import load_split
-    from pdelra.training import batches as B
 
     split = load_split(Path(config["data"]["processed_dir"]) / task, "train")
     lengths = [np.asarray(split.lengths)] + ([np.asarray(split.lengths2)] if B.is_pair_split(split) else [])
@@ -232,8 +229,6 @@ def calibrate(
     allocator peak, CPU: not measured) and the batch the timing ran at.
     """
     import torch
-
-    from pdelra.nn.model import LRAClassifier, ModelConfig
 
     keys = {k: v for k, v in model_cfg.items() if k in {f for f in ModelConfig.__dataclass_fields__}}
     keys["fused_diffusion"] = fused
@@ -846,8 +841,6 @@ def run(args: argparse.Namespace) -> int:
 def print_power(config: Mapping[str, Any], plan: Mapping[str, Any], pilot: Path | None) -> None:
     """The seeds each paper claim needs and what seed counts cost (`pdelra.results.seeds`)."""
     import pandas as pd
-
-    from pdelra.results import seeds
 
     runs = None
     if pilot is not None:

@@ -33,6 +33,7 @@ from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
 from pdelra.results.build import DERIVED_TABLES, derived_tables, read_inputs, read_table
 from pdelra.results.inputs import OPTIONAL_INPUTS
+from pdelra.results.spectral import SCALES
 from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
 from pdelra.runs import BASE_SETTING, RUN_KEYS, RunPathError, find_run_files, parse_run_dir
 
@@ -239,8 +240,6 @@ def _alpha_rows(metrics: dict[str, Any], run: dict[str, Any]) -> list[dict[str, 
 def _per_scale(stats: dict[str, Any], scale: str) -> dict[str, Any]:
     """`per_scale_h{h}`: the layer's α at step size h (mean over channels), from its `per_scale` and
     `scales`; a one-scale layer without them (older metrics) has its mean at the run's scale."""
-    from pdelra.results.spectral import SCALES
-
     scales = stats.get("scales") or list(SCALES.get(scale, ()))
     values = stats.get("per_scale")
     if values is None and len(scales) == 1:

@@ -19,11 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdelra.atomic import write_text_atomic
+from pdelra.atomic import write_json_atomic, write_text_atomic
+from pdelra.data.hashing import file_digest
+from pdelra.data.store import load_split, manifest_hash, read_manifest
 from pdelra.errors import UserError
+from pdelra.nn import diagnostics as dg
+from pdelra.nn.model import Identity, ModelConfig
+from pdelra.nn.ops import DiffusionLayer
 from pdelra.results.diagnostics import COLUMNS, LOGIT_QUANTITIES, QUANTITIES
 from pdelra.runs import RUN_KEYS
 from pdelra.steps.cli import AMPLIFICATION_EXAMPLES
+from pdelra.training.batches import is_pair_split, make_batch
+from pdelra.training.runconfig import validate_run_config
+from pdelra.training.runner import build_model
+from pdelra.training.weights import WEIGHTS_NAME, load_weights
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -103,9 +112,6 @@ def config_operators(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
     """The operators of a variant declared in the config (ModelConfig.operators) that are not the paper's
     diffusion layer, by module name: the modules at the encoder's insertion points (its POINTS), outermost."""
     import torch
-
-    from pdelra.nn.model import Identity
-    from pdelra.nn.ops import DiffusionLayer
 
     if getattr(model.cfg, "operators", None) is None:
         return {}
@@ -203,8 +209,6 @@ class _Recorder:
 
 
 def _roughness(prefix: str, x: Tensor, lengths: Tensor | None) -> dict[str, Tensor]:
-    from pdelra.nn import diagnostics as dg
-
     return {
         f"roughness_{prefix}": dg.dirichlet_energy(x, lengths),
         f"rel_roughness_{prefix}": dg.relative_roughness(x, lengths),
@@ -212,8 +216,6 @@ def _roughness(prefix: str, x: Tensor, lengths: Tensor | None) -> dict[str, Tens
 
 
 def _perturbation(step: Any, x: Tensor, lengths: Tensor | None) -> dict[str, Tensor]:
-    from pdelra.nn import diagnostics as dg
-
     p = dg.perturbation(step, x, lengths)
     ratio = torch_where_positive(p.bound, p.norm)
     return {
@@ -236,7 +238,6 @@ def _commutators(
 ) -> dict[str, Tensor]:
     """The commutator with the attention sub-layer M (relative to ‖M(x)‖) and with its branch A = M − I
     (relative to ‖A(x)‖; the numerator is the same, as the identity commutes with D)."""
-    from pdelra.nn import diagnostics as dg
 
     def branch(u: Tensor, n: Tensor | None) -> Tensor:
         return mix(u, n) - u
@@ -259,9 +260,6 @@ def _token_mean(values: Tensor, lengths: Tensor, size: int) -> Tensor:
 def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recorder: _Recorder) -> None:
     """Run the encoder on (tokens, lengths) with hooks and record every row's per-example values."""
     import torch
-
-    from pdelra.nn import diagnostics as dg
-    from pdelra.nn.ops import DiffusionLayer
 
     encoder = model.encoder
     blocks = list(encoder.blocks)
@@ -348,8 +346,6 @@ def _measure_operator(
     mixes: dict[int, Callable[[Tensor, Tensor | None], Tensor]],
 ) -> None:
     """An `operator` row: what applies to any operator (batch, length, d_model) → same, without α."""
-    from pdelra.nn import diagnostics as dg
-
     block, point = operator_place(name)
     key = (block, name, "operator", point)
     recorder.skip(key, NO_ALPHA)
@@ -391,9 +387,6 @@ class _Point:
 
 def _insertion_points(model: torch.nn.Module) -> list[_Point]:
     import torch
-
-    from pdelra.nn import diagnostics as dg
-    from pdelra.nn.ops import DiffusionLayer
 
     probe = dg.EulerStep(torch.tensor([PROBE_ALPHA]), PROBE_SCALES)
     points = [
@@ -463,8 +456,6 @@ def _sequence_norms(step: Any, x: Tensor, lengths: Tensor | None, tokens: Tensor
     along L; x (B, L, H, dh) — attn_heads — along H per token, then summed over the valid `tokens` (B,)."""
     import torch
 
-    from pdelra.nn import diagnostics as dg
-
     if x.dim() == 3:
         p = dg.perturbation(step, x, lengths)
         return p.norm, p.bound
@@ -490,8 +481,6 @@ def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], re
       `composed_ratio` = logit_change / composed_bound and `composed_held` = 1 where logit_change ≤
       composed_bound. A pair model's quantities cover both documents (the point feeds both towers)."""
     import torch
-
-    from pdelra.nn import diagnostics as dg
 
     points = _insertion_points(model)
     logits, seen = _capture(model, inputs, points)
@@ -540,13 +529,6 @@ def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], re
 def load_run(run_dir: Path, data_dir: Path) -> tuple[torch.nn.Module, dict[str, Any], Any]:
     """(model with the run's best-validation weights, in eval mode; metrics.json; the val split)."""
     import dataclasses
-
-    from pdelra.data.store import load_split, manifest_hash, read_manifest
-    from pdelra.nn.model import ModelConfig
-    from pdelra.training.batches import is_pair_split
-    from pdelra.training.runconfig import validate_run_config
-    from pdelra.training.runner import build_model
-    from pdelra.training.weights import WEIGHTS_NAME, load_weights
 
     metrics_path = run_dir / "metrics.json"
     try:
@@ -599,8 +581,6 @@ def diagnose_run(
     import pandas as pd
     import torch
 
-    from pdelra.training.batches import make_batch
-
     model, metrics, val = load_run(run_dir, data_dir)
     count = min(examples, len(val.labels))
     if count < 1:
@@ -629,10 +609,6 @@ def _stamp(
     run_dir: Path, data_dir: Path, examples: int, batch_size: int, amplification_examples: int
 ) -> dict[str, Any]:
     """What a run's cached diagnostics were measured from: when any of it changes, they are measured again."""
-    from pdelra.data.hashing import file_digest
-    from pdelra.data.store import manifest_hash
-    from pdelra.training.weights import WEIGHTS_NAME
-
     weights = run_dir / WEIGHTS_NAME
     if not weights.is_file():
         raise DiagnoseError(f"{weights}: no weights file (train the run first)")
@@ -657,8 +633,6 @@ def diagnose_cached(
     when RUN_DIR/diagnostics.json matches this run's stamp, measured and stored (table first, stamp last)
     otherwise."""
     import pandas as pd
-
-    from pdelra.atomic import write_json_atomic
 
     table, stamp_path = run_dir / DIAGNOSTICS_NAME, run_dir / STAMP_NAME
     stamp = _stamp(run_dir, data_dir, examples, batch_size, amplification_examples)
