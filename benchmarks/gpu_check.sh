@@ -61,20 +61,16 @@ step() {  # step NAME SECONDS COMMAND...: run with a time limit, log to $OUT/NAM
 # modules, which need packages a bare GPU image may lack).
 PDELRA=("$PY" -c '
 import argparse, logging, sys
-from pdelra.planning import plan
-from pdelra.bench import buckets, cta_block, layer, pack, train_step
+from pdelra.bench import cli as bench_cli
+from pdelra.cli import handler_of
+from pdelra.planning import cli as planning_cli
 logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
 parser = argparse.ArgumentParser(prog="pdelra")
 sub = parser.add_subparsers(dest="command", required=True)
-bench = sub.add_parser("bench").add_subparsers(dest="benchmark", required=True)
-for name, module in (("layer", layer), ("train-step", train_step), ("pack", pack), ("cta-block", cta_block),
-                     ("buckets", buckets)):
-    p = bench.add_parser(name)
-    module.add_arguments(p)
-    p.set_defaults(func=module.run)
-plan.register(sub)
+bench_cli.register(sub)
+planning_cli.register_plan(sub)
 args = parser.parse_args(sys.argv[1:])
-sys.exit(args.func(args))
+sys.exit(handler_of(args)(args))
 ')
 
 step environment 30 bash -c "nvidia-smi; $PY -c 'import torch, sys; print(sys.version); print(\"torch\", torch.__version__, \"cuda\", torch.version.cuda, torch.cuda.is_available(), torch.cuda.get_device_name(0))'; $PY -c 'import triton; print(\"triton\", triton.__version__)'"

@@ -11,16 +11,18 @@ from typing import Any
 import pandas as pd
 import pytest
 
+from pdelra.cli import handler_of
 from pdelra.runs import BASE_SETTING, run_dir
-from pdelra.steps.aggregate import MetricsError, aggregate, read_run, register
+from pdelra.steps.aggregate import MetricsError, aggregate, read_run
+from pdelra.steps.cli import register_aggregate
 
 
 def cli_main(argv: list[str]) -> int:
-    """`pdelra aggregate ...` through this module's own subcommand registration (as pdelra.cli does it)."""
+    """`pdelra aggregate ...` through its own subcommand registration (as pdelra.cli does it)."""
     parser = argparse.ArgumentParser(prog="pdelra")
-    register(parser.add_subparsers(required=True))
+    register_aggregate(parser.add_subparsers(required=True))
     args = parser.parse_args(argv)
-    return args.func(args)
+    return handler_of(args)(args)
 
 
 def write_metrics(

@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from pdelra import __version__
+from pdelra import __version__, forkserver
 from pdelra.errors import UserError
 
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with
@@ -25,17 +25,13 @@ SUBCOMMAND_MODULES = (
     "pdelra.data.summary",  # data-summary (the report's data banner)
     "pdelra.training.cli",  # train
     "pdelra.training.pack",  # train-pack (K runs of a grid cell side by side on one GPU)
-    "pdelra.steps.aggregate",  # aggregate
+    "pdelra.steps.cli",  # aggregate, diagnose run | table, report, version
     "pdelra.results.cli",  # claims --tables DIR (claims.csv from aggregated tables)
-    "pdelra.steps.diagnose",  # diagnose run | table
-    "pdelra.steps.report",  # report
-    "pdelra.steps.versioning",  # version
-    "pdelra.bench",  # bench
-    "pdelra.planning.config_check",  # config check FILE (YAML syntax with its line, schema)
-    "pdelra.planning.plan",  # plan (jobs, steps, device-hours, disk, memory of a config)
+    "pdelra.bench.cli",  # bench
+    "pdelra.planning.cli",  # config check FILE (YAML syntax, schema); plan (jobs, device-hours, disk)
     "pdelra.forkserver",  # forkserver run -- CMD (one torch import for many jobs)
     "pdelra.lm.cli",  # lm prepare | train | aggregate (PhysQK-AD's LM experiment)
-    "pdelra.cta_official.aggregate",  # cta-official aggregate (Continuous-Time Attention's own experiments)
+    "pdelra.cta_official.cli",  # cta-official aggregate | train-lm (Continuous-Time Attention's own)
 )
 
 
@@ -68,8 +64,6 @@ def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int |
 
 
 def main(argv: list[str] | None = None) -> int:
-    from pdelra import forkserver  # standard library only: cheap
-
     argv = sys.argv[1:] if argv is None else list(argv)
     if forkserver.wants_server(argv):  # PDELRA_FORKSERVER is set: fork from a process with torch loaded
         code = forkserver.delegate(argv)

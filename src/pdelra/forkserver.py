@@ -129,7 +129,7 @@ def _run_command(request: dict[str, Any], fds: list[int]) -> None:
             signal.signal(s, signal.SIG_DFL if s != signal.SIGINT else signal.default_int_handler)
         sys.argv = ["pdelra", *request["argv"]]
         logging.root.handlers.clear()  # the command configures logging afresh, onto the new stderr
-        from pdelra.cli import main
+        from pdelra.cli import main  # local: pdelra.cli imports this module (a real import cycle)
 
         code = main(request["argv"])
     except SystemExit as exc:

@@ -26,3 +26,14 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """An integer ≥ 0 (warm-up rounds, seeds)."""
     return _integer(text, 0, "an integer >= 0")
+
+
+def bxld_shape(text: str) -> tuple[int, int, int]:
+    """A tensor shape written BxLxD (batch, length, width), e.g. 4x1024x128."""
+    try:
+        b, n, d = (int(v) for v in text.lower().split("x"))
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"shape must be BxLxD, e.g. 4x1024x128; got {text!r}") from exc
+    if min(b, n, d) < 1:
+        raise argparse.ArgumentTypeError(f"shape BxLxD needs positive sizes, got {text!r}")
+    return b, n, d

@@ -1,12 +1,7 @@
 """Benchmark: train-step time with length-bucketed batches against the plain shuffle, same model and data.
 
-A synthetic split with lengths drawn uniformly from [--min-length, --max-length] (ListOps-like by default:
-500-2,000 tokens) is batched two ways each round: the plain seeded shuffle and `train.length_buckets`
-(pdelra.training.batches). The same number of batches of each is timed, interleaved (plain, bucketed,
-plain, …), each batch trimmed to its longest sequence as the trainer does, picked at evenly spaced quantiles
-of the epoch's batch widths (so their mean estimates the epoch's mean step); a round's ratio is its bucketed
-time over its plain time, and the median over rounds is reported with the padding (padding ÷ real tokens)
-of the batches timed and of the whole epoch. The model is Table 8's ListOps model (baseline).
+What it measures and its options: BUCKETS_DESCRIPTION and add_buckets_arguments in pdelra.bench.cli
+(`pdelra bench buckets --help`).
 """
 
 from __future__ import annotations
@@ -14,35 +9,15 @@ from __future__ import annotations
 import argparse
 import logging
 import statistics
-from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 from pdelra.atomic import write_json_atomic
 from pdelra.bench.train_step import _resolve_device, _timer
+from pdelra.nn.model import LRAClassifier, ModelConfig
+from pdelra.training import batches as B
 
 log = logging.getLogger(__name__)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--min-length", type=int, default=500, help="shortest sequence (ListOps: 500)")
-    parser.add_argument("--max-length", type=int, default=2000, help="longest sequence (ListOps: 2,000)")
-    parser.add_argument("--examples", type=int, default=4096, help="examples in the synthetic split")
-    parser.add_argument("--batch-size", type=int, default=8, help="batch size (default 8: fits a CPU)")
-    parser.add_argument("--buckets", type=int, default=8, help="train.length_buckets")
-    parser.add_argument("--batches", type=int, default=4, help="batches of each kind timed per round")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds; the median is reported")
-    parser.add_argument("--warmup", type=int, default=1, help="untimed rounds first")
-    parser.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
-    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall or process CPU time")
-    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
-    # Table 8, ListOps.
-    parser.add_argument("--d-model", type=int, default=128)
-    parser.add_argument("--n-layers", type=int, default=6)
-    parser.add_argument("--n-heads", type=int, default=8)
-    parser.add_argument("--d-mlp", type=int, default=512)
 
 
 def _split(args: argparse.Namespace) -> SimpleNamespace:
@@ -68,9 +43,6 @@ def _stratified(order: Any, lengths: Any, size: int, count: int) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     import numpy as np
     import torch
-
-    from pdelra.nn.model import LRAClassifier, ModelConfig
-    from pdelra.training import batches as B
 
     if args.threads:
         torch.set_num_threads(args.threads)

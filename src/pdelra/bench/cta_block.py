@@ -1,14 +1,8 @@
 """Benchmark: one Continuous-Time Attention block as its authors run it, forward only, against the same block
 without the PDE refinement.
 
-The block is theirs (pdelra.nn.cta_official): a post-LN `nn.TransformerEncoderLayer` followed by `--steps`
-refinement steps of `--kind` (`PDERefinement`, official initial α and β); the baseline is the encoder layer
-alone. Both are timed interleaved in one process, round after round (baseline, block, baseline, …), under
-`torch.inference_mode`, with bf16 autocast on CUDA when `--dtype bfloat16`; a round's ratio is the block's
-time over the mean of the two baseline times around it, and the median over rounds is reported. The
-official README reports 1.63× at L = 4096 on an A800 for 4 diffusion steps: the defaults are that setting
-(batch 1, L 4096, d 512, 8 heads, FFN 2048, bf16, 4 steps). `--compile` also times both through
-`torch.compile`. It has no goal of its own: the ratio is a figure to set beside the official one.
+What it measures and its options: CTA_BLOCK_DESCRIPTION and add_cta_block_arguments in pdelra.bench.cli
+(`pdelra bench cta-block --help`).
 """
 
 from __future__ import annotations
@@ -17,45 +11,19 @@ import argparse
 import contextlib
 import logging
 import statistics
-from pathlib import Path
 from typing import Any
 
 from pdelra.atomic import write_json_atomic
-from pdelra.bench.args import non_negative_int, positive_int
 from pdelra.bench.train_step import _resolve_device, _timer, interleaved
+from pdelra.nn.cta_official import KINDS, PDERefinement
 
 log = logging.getLogger(__name__)
 
 OFFICIAL_RATIO = 1.63  # the official README: block latency with 4 diffusion steps at L = 4096 (A800)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--batch-size", type=positive_int, default=1)
-    parser.add_argument("--length", type=positive_int, default=4096, help="sequence length L")
-    parser.add_argument("--d-model", type=positive_int, default=512)
-    parser.add_argument("--heads", type=positive_int, default=8)
-    parser.add_argument("--d-mlp", type=positive_int, default=2048, help="the encoder layer's FFN width")
-    parser.add_argument("--steps", type=positive_int, default=4, help="PDE refinement steps after the layer")
-    parser.add_argument(
-        "--kind", default="diffusion", help="diffusion, wave, reaction-diffusion or advection-diffusion"
-    )
-    parser.add_argument(
-        "--dtype", choices=["float32", "bfloat16"], default="bfloat16", help="autocast on CUDA"
-    )
-    parser.add_argument("--compile", action="store_true", help="also time both through torch.compile")
-    parser.add_argument(
-        "--rounds", type=positive_int, default=20, help="interleaved rounds; the median is reported"
-    )
-    parser.add_argument("--warmup", type=non_negative_int, default=3, help="untimed rounds first")
-    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
-    parser.add_argument("--seed", type=non_negative_int, default=0)
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
-
-
 def run(args: argparse.Namespace) -> int:
     import torch
-
-    from pdelra.nn.cta_official import KINDS, PDERefinement
 
     if args.kind not in KINDS:
         raise SystemExit(f"--kind: unknown kind {args.kind!r}; choose from {', '.join(KINDS)}")

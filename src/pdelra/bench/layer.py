@@ -1,17 +1,7 @@
 """Benchmark: the diffusion layer alone (forward + backward) against a bare nn.LayerNorm of the same shape.
 
-For each shape (B, L, d) and scale, three things are timed interleaved in one process, round after round
-(LayerNorm, eager layer, LayerNorm, fused layer, LayerNorm, …): a bare `nn.LayerNorm(d)`, the eager reference
-`DiffusionLayer(fused=False)` and the fused operator `DiffusionLayer(fused=True)`, each forward + backward
-with a fixed output gradient. Each layer's ratio in a round is its time over the mean of the two LayerNorm
-times around it; the median over rounds is reported. Warm-up rounds (untimed) compile the fused operator.
-
-Goals: fused ≤ 1.5× LayerNorm at one scale, ≤ 2× at multi-scale.
-
-`--official KIND ...` also times the Continuous-Time Attention authors' operator (`pdelra.nn.cta_official`,
-one refinement step, official initial α and β) in the same rounds: eager, and compiled by `torch.compile`
-(what `train.compile: true` does to it). It takes the lengths only when they are ragged, as in the model (full
-batches carry no mask). It has no goal; its rows carry the kind in the scale column (`official-KIND`).
+What it measures and its options: LAYER_DESCRIPTION and add_layer_arguments in pdelra.bench.cli
+(`pdelra bench layer --help`).
 """
 
 from __future__ import annotations
@@ -19,62 +9,21 @@ from __future__ import annotations
 import argparse
 import logging
 import statistics
-from pathlib import Path
 from typing import Any
 
 from pdelra.atomic import write_json_atomic
-from pdelra.bench.args import non_negative_int, positive_int
 from pdelra.bench.train_step import _resolve_device, _timer, interleaved
+from pdelra.nn.cta_official import KINDS, PDERefinement
+from pdelra.nn.model import SCALES
+from pdelra.nn.ops import DiffusionLayer
 
 log = logging.getLogger(__name__)
 
 GOALS = {"h1": 1.5, "h2": 1.5, "h4": 1.5, "multi": 2.0}
 
 
-def _shape(text: str) -> tuple[int, int, int]:
-    try:
-        b, n, d = (int(v) for v in text.lower().split("x"))
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"shape must be BxLxD, e.g. 4x1024x128; got {text!r}") from exc
-    if min(b, n, d) < 1:
-        raise argparse.ArgumentTypeError(f"shape BxLxD needs positive sizes, got {text!r}")
-    return b, n, d
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--shapes", type=_shape, nargs="+", default=[(4, 1024, 128), (32, 2048, 128)], help="BxLxD shapes"
-    )
-    parser.add_argument("--scales", nargs="+", default=["h1", "multi"], help="scales (h1 h2 h4 multi)")
-    parser.add_argument(
-        "--rounds", type=positive_int, default=15, help="interleaved rounds; the median is reported"
-    )
-    parser.add_argument("--warmup", type=non_negative_int, default=2, help="untimed rounds first")
-    parser.add_argument("--ragged", action="store_true", help="random lengths in [L/2, L] instead of full")
-    parser.add_argument("--dtype", choices=["float32", "bfloat16"], default="float32", help="activations")
-    parser.add_argument(
-        "--threads", type=positive_int, default=None, help="torch threads (default: torch's choice)"
-    )
-    parser.add_argument("--clock", choices=["wall", "cpu"], default="wall", help="wall or process CPU time")
-    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
-    parser.add_argument("--seed", type=non_negative_int, default=0)
-    parser.add_argument(
-        "--official",
-        nargs="+",
-        default=[],
-        metavar="KIND",
-        help="also time the CTA authors' operator of these kinds (diffusion wave reaction-diffusion "
-        "advection-diffusion), eager and compiled",
-    )
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
-
-
 def _bench_shape(args: argparse.Namespace, device: Any, shape: tuple[int, int, int]) -> list[dict[str, Any]]:
     import torch
-
-    from pdelra.nn.cta_official import KINDS, PDERefinement
-    from pdelra.nn.model import SCALES
-    from pdelra.nn.ops import DiffusionLayer
 
     unknown = [kind for kind in args.official if kind not in KINDS]
     if unknown:
@@ -143,8 +92,6 @@ def _bench_shape(args: argparse.Namespace, device: Any, shape: tuple[int, int, i
 
 def run(args: argparse.Namespace) -> int:
     import torch
-
-    from pdelra.nn.model import SCALES
 
     for scale in args.scales:
         if scale not in SCALES:

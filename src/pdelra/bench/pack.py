@@ -1,12 +1,7 @@
 """Benchmark: ListOps runs per hour when K training processes share one GPU (`resources.pack: K`).
 
-For each K (`--packs`, default 1 2 4), K processes each build the Table 8 ListOps model and time its full
-train step (forward + backward + AdamW, as `pdelra bench train-step` does) at `--length` and
-`--batch-size`; after `--warmup` untimed steps they wait for each other, then all train side by side for
-`--seconds`. Their steps per second together, over the steps of one paper ListOps run (the published
-96,000 training examples / batch × `--epochs`; evaluation and early stopping left out), give runs per hour;
-the gain is that over K = 1. A pack pays only where the gain is well above 1: a GPU that one run already
-fills gives each of K runs 1/K of it.
+What it measures and its options: PACK_DESCRIPTION and add_pack_arguments in pdelra.bench.cli
+(`pdelra bench pack --help`).
 """
 
 from __future__ import annotations
@@ -16,11 +11,10 @@ import logging
 import math
 import queue
 import time
-from pathlib import Path
 from typing import Any
 
 from pdelra.atomic import write_json_atomic
-from pdelra.bench.args import non_negative_int, positive_int
+from pdelra.bench.train_step import _resolve_device, _train_step
 
 log = logging.getLogger(__name__)
 
@@ -28,37 +22,10 @@ LISTOPS_TRAIN_EXAMPLES = 96_000  # the published split (pdelra.planning.plan.PUB
 ANSWER_WAIT_S = 600  # beyond --seconds: start-up, compilation and warm-up of a process
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--packs", type=positive_int, nargs="+", default=[1, 2, 4], help="K: processes at once"
-    )
-    parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per K (default 20)")
-    parser.add_argument("--warmup", type=non_negative_int, default=3, help="untimed steps per process first")
-    parser.add_argument("--length", type=positive_int, default=2000, help="sequence length (Table 8: 2000)")
-    parser.add_argument("--batch-size", type=positive_int, default=256, help="batch (Table 8: 256)")
-    parser.add_argument("--epochs", type=positive_int, default=50, help="epochs of one run (config: 50)")
-    parser.add_argument(
-        "--variant", default="after_embedding", help="the diffusion position (default after_embedding)"
-    )
-    parser.add_argument("--scale", default="h1", help="h1, h2, h4 or multi")
-    parser.add_argument("--path", choices=["eager", "fused"], default="fused", help="diffusion operator")
-    parser.add_argument("--autocast", choices=["none", "bf16"], default="bf16", help="bf16 autocast forward")
-    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
-    parser.add_argument("--threads", type=positive_int, default=None, help="torch threads per process")
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
-    # Table 8, ListOps.
-    parser.add_argument("--d-model", type=positive_int, default=128)
-    parser.add_argument("--n-layers", type=positive_int, default=6)
-    parser.add_argument("--n-heads", type=positive_int, default=8)
-    parser.add_argument("--d-mlp", type=positive_int, default=512)
-
-
 def _worker(args: argparse.Namespace, rank: int, barrier: Any, results: Any) -> None:
     """One process of a pack: warm up, wait for the others, count steps for `args.seconds`."""
     try:
         import torch
-
-        from pdelra.bench.train_step import _resolve_device, _train_step
 
         if args.threads:
             torch.set_num_threads(args.threads)

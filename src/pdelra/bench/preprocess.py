@@ -1,7 +1,7 @@
 """Preprocessing throughput: ListOps rows, Pathfinder PNGs decoded from a tar stream, AAN byte tokenisation.
 
-Data is generated in a temporary folder first (not timed). Goals on 2 cores: ListOps 100k rows < 10 s;
-Pathfinder >= 10k images/s from a tar stream; AAN tokenisation >= 50 MB/s.
+What it measures and its options: PREPROCESS_DESCRIPTION and add_preprocess_arguments in pdelra.bench.cli
+(`pdelra bench preprocess --help`).
 """
 
 from __future__ import annotations
@@ -14,25 +14,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from pdelra.bench.args import positive_int
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--listops-rows", type=positive_int, default=100_000, help="ListOps rows to preprocess"
-    )
-    parser.add_argument(
-        "--pathfinder-images", type=positive_int, default=20_000, help="PNGs in the tar stream"
-    )
-    parser.add_argument(
-        "--aan-mb", type=positive_int, default=200, help="approximate size of the AAN TSVs in MB"
-    )
+from pdelra.bench.cli import PREPROCESS_DESCRIPTION, add_preprocess_arguments
+from pdelra.data import listops, retrieval
+from pdelra.data.extract import extract
+from pdelra.data.preprocess import preprocess
+from pdelra.data.snakes import SnakeParams, draw_sample
 
 
 def _listops(tmp: Path, rows: int) -> str:
-    from pdelra.data import listops
-    from pdelra.data.preprocess import preprocess
-
     # A few thousand distinct released-length rows, repeated: generation is not what is measured.
     pool = listops.generate_rows(2000, seed=0, min_length=500, max_length=2000, max_depth=10, max_args=10)
     raw = tmp / "listops"
@@ -48,9 +37,6 @@ def _listops(tmp: Path, rows: int) -> str:
 def _pathfinder(tmp: Path, images: int) -> str:
     import numpy as np
     from PIL import Image
-
-    from pdelra.data.extract import extract
-    from pdelra.data.snakes import SnakeParams, draw_sample
 
     rng = np.random.default_rng(0)
     pngs = []
@@ -95,9 +81,6 @@ def _pathfinder(tmp: Path, images: int) -> str:
 
 
 def _aan(tmp: Path, megabytes: int) -> str:
-    from pdelra.data import retrieval
-    from pdelra.data.preprocess import preprocess
-
     raw = tmp / "retrieval"
     retrieval.generate(
         raw, n_train=300, n_val=10, n_test=10, seed=0, min_length=20_000, max_length=40_000, n_topics=5
@@ -128,8 +111,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks/preprocess.py", description=__doc__)
-    add_arguments(parser)
+    parser = argparse.ArgumentParser(prog="benchmarks/preprocess.py", description=PREPROCESS_DESCRIPTION)
+    add_preprocess_arguments(parser)
     return run(parser.parse_args(argv))
 
 

@@ -1,19 +1,7 @@
 """Benchmark: cost of PDE diffusion in a full train step (forward + backward + AdamW) of the ListOps model.
 
-Every variant is timed against `none` in the same process, interleaved (none, A, none, B, …, round after
-round), because round-to-round noise on a shared CPU (±5–10 %) is larger than one diffusion layer's cost:
-each variant's ratio is its step time over the mean of the two `none` steps around it, and the median over
-rounds is reported. The diffusion layer alone (forward + backward at the same shape) is timed the same way
-and reported as a share of a `none` step.
-
-Each diffusion variant runs on the eager reference operator and on the fused one (`--paths`, model key
-`fused_diffusion`), and with `--paths compiled` as `train.compile: true` trains it: the fused operator in the
-whole model through `torch.compile(model, dynamic=True)` (its ratio against the same eager `none` step, beside
-the fused path's, is what compiling the model buys). `--autocast bf16` runs forward passes under bf16
-autocast, as the trainer does on a GPU.
-
-Goals: after_embedding ≤ 1.01×, single-scale per-block positions ≤ 1.03×,
-multi-scale per-block ≤ 1.06×.
+What it measures and its options: TRAIN_STEP_DESCRIPTION and add_train_step_arguments in pdelra.bench.cli
+(`pdelra bench train-step --help`).
 """
 
 from __future__ import annotations
@@ -23,55 +11,15 @@ import logging
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from pdelra.atomic import write_json_atomic
-from pdelra.bench.args import non_negative_int, positive_int
+from pdelra.bench.cli import TRAIN_STEP_DESCRIPTION, add_train_step_arguments
+from pdelra.nn.model import SCALES, VARIANTS, LRAClassifier, ModelConfig
+from pdelra.nn.ops import DiffusionLayer
 from pdelra.paper import POSITIONS
 
 log = logging.getLogger(__name__)
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--lengths", type=positive_int, nargs="+", default=[1024, 2048], help="sequence lengths L"
-    )
-    parser.add_argument(
-        "--batch-size", type=positive_int, default=4, help="batch size (default 4: fits a CPU)"
-    )
-    parser.add_argument("--variants", nargs="+", default=list(POSITIONS), help="variants timed against none")
-    parser.add_argument("--scales", nargs="+", default=["h1", "multi"], help="scales (h1 h2 h4 multi)")
-    parser.add_argument(
-        "--rounds", type=positive_int, default=5, help="interleaved rounds; the median is reported"
-    )
-    parser.add_argument("--warmup", type=non_negative_int, default=1, help="untimed rounds first")
-    parser.add_argument("--ragged", action="store_true", help="random lengths in [L/2, L] instead of full")
-    parser.add_argument(
-        "--threads", type=positive_int, default=None, help="torch threads (default: torch's choice)"
-    )
-    parser.add_argument(
-        "--clock",
-        choices=["wall", "cpu"],
-        default="wall",
-        help="wall time (default), or this process's CPU time: steadier on a shared machine with --threads 1",
-    )
-    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (cuda when available)")
-    parser.add_argument("--seed", type=non_negative_int, default=0)
-    parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
-    parser.add_argument(
-        "--paths",
-        nargs="+",
-        choices=["eager", "fused", "compiled"],
-        default=["eager", "fused"],
-        help="diffusion operators (compiled: fused, in the whole model compiled as train.compile does)",
-    )
-    parser.add_argument("--autocast", choices=["none", "bf16"], default="none", help="bf16 autocast forward")
-    # Table 8, ListOps.
-    parser.add_argument("--d-model", type=positive_int, default=128)
-    parser.add_argument("--n-layers", type=positive_int, default=6)
-    parser.add_argument("--n-heads", type=positive_int, default=8)
-    parser.add_argument("--d-mlp", type=positive_int, default=512)
 
 
 def _goal(variant: str, scale: str) -> float | None:
@@ -142,8 +90,6 @@ def _train_step(
     """A timed forward + backward + AdamW step of the Table 8 ListOps model for one variant."""
     import torch
 
-    from pdelra.nn.model import LRAClassifier, ModelConfig
-
     tokens, lengths, labels = batch
     cfg = ModelConfig(
         vocab_size=16,
@@ -179,9 +125,6 @@ def _layer_alone(
 ):
     """A timed forward + backward of one DiffusionLayer at the model's activation shape."""
     import torch
-
-    from pdelra.nn.model import SCALES
-    from pdelra.nn.ops import DiffusionLayer
 
     tokens, lengths, _ = batch
     layer = DiffusionLayer(args.d_model, SCALES[scale], fused=path != "eager").to(device)
@@ -271,8 +214,6 @@ def _bench_length(args: argparse.Namespace, device: Any, length: int) -> list[di
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from pdelra.nn.model import SCALES, VARIANTS
-
     for name in args.variants:
         if name not in VARIANTS or name == "none":
             raise SystemExit(
@@ -304,10 +245,10 @@ def run(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="benchmarks/train_step.py",
-        description=__doc__,
+        description=TRAIN_STEP_DESCRIPTION,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    add_arguments(parser)
+    add_train_step_arguments(parser)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     return run(args)

@@ -1,19 +1,7 @@
 """The workflow at a hundred times the paper's grid: DAG build and aggregation over >= 10,000 runs.
 
-Measures (each in its own process; wall time, CPU time and that process's peak RSS):
-  dry_run      `snakemake -n` on the paper config with one grid widened to every variant x scale x enough
-               seeds for --runs training jobs (data.source real: nothing is downloaded in a dry run), and
-               again at --small-runs (default a quarter), so that the growth shows: `dry_run_growth` gives
-               the ratio of the times beside the ratio of the jobs, and the exponent k of time ∝ jobs^k
-               (linear: k <= 1, less with the fixed start-up; quadratic: near 2);
-  aggregate    `pdelra aggregate --runs DIR` over as many generated metrics.json files (50 epochs of history
-               with alpha of 6 layers each, like real ones);
-  longest_command  the longest shell command the dry run prints, against Linux's 128 KiB limit on one
-               argument (a rule passing every run's path on its command line would fail past it).
-Goals on 2 cores: dry run of --runs < 30 s; aggregate < 30 s and < 2 GB. On a shared machine compare
-`cpu_s` (the child's user + system time), which other load does not inflate as it does `wall_s`.
-Prints one JSON object (also --json-out).
-Not part of the test suite; run from the repository root (or give --workflow).
+What it measures and its options: WORKFLOW_SCALE_DESCRIPTION and add_workflow_scale_arguments in
+pdelra.bench.cli (`pdelra bench workflow-scale --help`).
 """
 
 from __future__ import annotations
@@ -33,29 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.bench.args import positive_int
+from pdelra.nn.model import SCALES, VARIANTS
+from pdelra.runs import run_dir
 
 WORKFLOW_PATHS = ("Snakefile", "workflow", "config", "envs", "profiles")
 MAX_ARG_STRLEN = 128 * 1024  # Linux: one argv string (bash -c "<command>") may not exceed this
 GOALS = {"dry_run_s": 30.0, "aggregate_s": 30.0, "aggregate_peak_rss_mb": 2048.0}
-
-
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--runs", type=positive_int, default=10_000, help="training jobs / metrics files (10000)"
-    )
-    parser.add_argument(
-        "--workflow", type=Path, default=Path.cwd(), help="repository root with the Snakefile (cwd)"
-    )
-    parser.add_argument(
-        "--small-runs",
-        type=positive_int,
-        default=None,
-        help="the second, smaller grid of the dry run, for its growth (default: a quarter of --runs)",
-    )
-    parser.add_argument("--skip-dry-run", action="store_true", help="only measure aggregation")
-    parser.add_argument("--skip-aggregate", action="store_true", help="only measure the DAG")
-    parser.add_argument("--json-out", type=Path, help="also write the JSON result here")
-    parser.add_argument("--keep", type=Path, help="build the workspace here and keep it (default: temporary)")
 
 
 # A small parent that runs the measured command and reports its children's peak RSS: measured from this
@@ -100,8 +71,6 @@ def _job_counts(text: str) -> dict[str, int]:
 def scale_config(repo: Path, runs: int) -> dict[str, Any]:
     """The paper config with grids.scale = 5 tasks x every variant x 4 scales x enough seeds, alone."""
     import yaml
-
-    from pdelra.nn.model import SCALES, VARIANTS
 
     config = yaml.safe_load((repo / "config" / "config.yaml").read_text())
     tasks = list(config["tasks"])
@@ -182,8 +151,6 @@ def _metrics(task: str, variant: str, scale: str, seed: int, rng: random.Random)
 
 
 def aggregate_many(repo: Path, work: Path, runs: int) -> dict[str, Any]:
-    from pdelra.runs import run_dir
-
     grid = scale_config(repo, runs)["grids"]["scale"]
     rng = random.Random(0)
     root = work / "runs"

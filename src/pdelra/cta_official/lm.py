@@ -44,6 +44,9 @@ from typing import Any
 
 import torch
 
+from pdelra.data.cta import subset_rows
+from pdelra.nn.cta_official import OfficialCTALM
+from pdelra.nn.model import ModelConfig
 from pdelra.training.runconfig import RunConfigError
 from pdelra.training.token_lm import POS_INT, TokenLMRun, lm_schema, validate_against
 
@@ -85,8 +88,6 @@ def validate_lm_run_config(config: Any, source: str = "CTA LM run config") -> di
 
 def model_config(cfg: dict[str, Any], vocab_size: int, block_size: int) -> Any:
     """OfficialCTALM's ModelConfig for a run config (backbone official_cta; the variant picks the row)."""
-    from pdelra.nn.model import ModelConfig
-
     try:
         return ModelConfig(
             vocab_size=vocab_size,
@@ -128,9 +129,6 @@ class _LMRun(TokenLMRun):
     validate = staticmethod(validate_lm_run_config)
 
     def _build(self) -> None:
-        from pdelra.data.cta import subset_rows
-        from pdelra.nn.cta_official import OfficialCTALM
-
         self.blocks_of = len(self.splits["train"])
         if self.tc["data_fraction"] is not None:  # subset_rows has its own generator: seeding is unaffected
             rows = subset_rows(self.blocks_of, self.tc["data_fraction"], self.cfg["seed"])

@@ -1,13 +1,9 @@
 """`pdelra config check FILE ...`: every check the workflow makes of a config, in plain words, up front.
 
 `config_problems` is the one check: the workflow (workflow/rules/common.smk) calls it on the config it is
-given and refuses to start on any problem, and this command calls it on each FILE, so "valid" here means
-the workflow accepts the config. It covers the schema (every violation, with its key path), then what the
-schema cannot see: grids named in run_grids exist and their tasks are configured, setting names mean one
-thing, every selected run's model (and the LM's) can be built as configured, n_heads divides d_model,
-generation settings can be met, and real data has its downloads. What this command adds is the line of a
-YAML syntax error in a `--configfile`: Snakemake reads that file before the workflow starts and says only
-"Config file is not valid JSON or YAML". Exit 1 if any FILE has a problem.
+given and refuses to start on any problem, and `pdelra config check` calls it on each FILE. What it covers,
+and what the command adds (the line of a YAML syntax error), is the command's description, `pdelra config
+--help` (CONFIG_DESCRIPTION in pdelra.planning.cli).
 """
 
 from __future__ import annotations
@@ -21,8 +17,18 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from pdelra import runs as run_layout
+from pdelra.cta_official import grid as grid
+from pdelra.cta_official.grid import lra_raw_tasks
+from pdelra.cta_official.lm import model_config, validate_lm_run_config
+from pdelra.data.generate import resolve_params
 from pdelra.errors import UserError
+from pdelra.lm import grid as lm_grid
+from pdelra.lm.model import LMConfig
+from pdelra.nn.model import POINTS, VARIANTS, ModelConfig, check_operators, config_row
 from pdelra.planning.experiment import TASKS_OF_SOURCE
+from pdelra.planning.slurm_site import runtime_warnings
+from pdelra.training.runconfig import RunConfigError, validate_run_config
 
 SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 # YAML 1.1 (PyYAML, Snakemake) reads 3e-3 as text; 3.0e-3 is a number.
@@ -51,8 +57,6 @@ def yaml_problem(path: str | Path) -> str | None:
 def load_schema(path: str | Path = SCHEMA) -> dict[str, Any]:
     """The config schema, with the variant names taken from pdelra.nn.model.VARIANTS (their one source)."""
     import yaml
-
-    from pdelra.nn.model import VARIANTS
 
     schema = yaml.safe_load(Path(path).read_text())
     schema["definitions"]["variant"]["enum"] = list(VARIANTS)
@@ -166,8 +170,6 @@ def variant_problems(config: Mapping[str, Any]) -> list[str]:
     """The config's own variants: a name is not a built-in one's, and each key names an insertion point or a
     built-in position and each operator is one the model can place there (pdelra.nn.model.config_row). The
     operators themselves are built and run in model_problems, with each grid's model sizes."""
-    from pdelra.nn.model import POINTS, VARIANTS, config_row
-
     problems = []
     for name, row in (config.get("variants") or {}).items():
         if name in VARIANTS:
@@ -207,8 +209,6 @@ def with_defaults(config: Mapping[str, Any], schema: dict[str, Any] | None = Non
 
 def grid_problems(config: Mapping[str, Any]) -> list[str]:
     """run_grids names defined grids; their tasks are configured; each setting name means one thing."""
-    from pdelra import runs as run_layout
-
     grids = config.get("grids", {})
     problems = [
         f"run_grids[{i}]: {name!r} is not a grid; the config's grids are: {', '.join(grids) or 'none'}"
@@ -248,9 +248,6 @@ def _heads_problem(model: Mapping[str, Any], origin: Mapping[str, str], defaults
 
 def model_problems(config: Mapping[str, Any]) -> list[str]:
     """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it."""
-    from pdelra import runs as run_layout
-    from pdelra.nn.model import ModelConfig, check_operators
-
     declared = config.get("variants") or {}
     problems: dict[str, None] = {}
     for name in config["run_grids"]:
@@ -301,8 +298,6 @@ def lm_problems(config: Mapping[str, Any]) -> list[str]:
     lm = config.get("lm")
     if not lm:
         return []
-    from pdelra.lm import grid as lm_grid
-    from pdelra.lm.model import LMConfig
 
     try:
         ablation = lm_grid.ablation_settings(lm)
@@ -336,11 +331,8 @@ def data_problems(config: Mapping[str, Any]) -> list[str]:
             for source, of in TASKS_OF_SOURCE.items()
             if tasks & set(of) and source not in downloads
         ]
-    from pdelra.data.generate import resolve_params
-    from pdelra.errors import UserError
 
     problems = []
-    from pdelra.cta_official.grid import lra_raw_tasks
 
     needed = tasks | ({config["lm"]["corpus"]} if config.get("lm") else set())
     for task in sorted(needed | lra_raw_tasks(config.get("cta_official"))):
@@ -358,9 +350,6 @@ def cta_official_problems(config: Mapping[str, Any]) -> list[str]:
     section = config.get("cta_official")
     if not section:
         return []
-    from pdelra.cta_official import grid as grid
-    from pdelra.nn.model import ModelConfig
-    from pdelra.training.runconfig import RunConfigError, validate_run_config
 
     problems: dict[str, None] = {}
     for task in grid.tasks(section):
@@ -383,10 +372,6 @@ def cta_official_problems(config: Mapping[str, Any]) -> list[str]:
 def _cta_lm_problems(section: Mapping[str, Any]) -> list[str]:
     """`cta_official.wikitext103`: every run's config is one `pdelra cta-official train-lm` takes and its
     model builds (d_model divisible by n_heads, …)."""
-    from pdelra.cta_official import grid as grid
-    from pdelra.cta_official.lm import model_config, validate_lm_run_config
-    from pdelra.training.runconfig import RunConfigError
-
     lm = grid.lm_section(section)
     if not lm:
         return []
@@ -402,8 +387,6 @@ def _cta_lm_problems(section: Mapping[str, Any]) -> list[str]:
 
 
 def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) -> list[str]:
-    from pdelra.cta_official import grid as grid
-
     data = config["data"]
     sources = grid.own_sources(section, data["source"])
     if data["source"] == "real":
@@ -418,7 +401,6 @@ def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) ->
                 "data.source is real, so data.downloads.imdb is needed for cta_official's IMDb tasks"
             )
         return problems
-    from pdelra.data.generate import resolve_params
 
     problems = []
     if grid.lra_raw_tasks(section) and "text" not in config["tasks"]:
@@ -435,23 +417,8 @@ def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) ->
 # Command line
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "config",
-        help="check config files as the workflow does (YAML syntax with its line, schema, grids, models)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="config_command", metavar="ACTION", required=True)
-    check = sub.add_parser(
-        "check",
-        help="every problem of each FILE the workflow would refuse (YAML syntax with FILE:LINE:COLUMN)",
-    )
-    check.add_argument("files", nargs="+", type=Path, metavar="FILE", help="config files (YAML)")
-    check.set_defaults(func=_check)
-
-
-def _check(args: argparse.Namespace) -> int:
+def check_command(args: argparse.Namespace) -> int:
+    """`pdelra config check FILE ...` (declared in pdelra.planning.cli)."""
     bad = 0
     for path in args.files:
         problems = file_problems(path)
@@ -469,8 +436,6 @@ def _check(args: argparse.Namespace) -> int:
 def _print_runtime_warnings(path: Path) -> None:
     """What the workflow warns about a valid config at parse time: runtimes cut to cluster.max_runtime."""
     import yaml
-
-    from pdelra.planning.slurm_site import runtime_warnings
 
     config = with_defaults(yaml.safe_load(Path(path).read_text(encoding="utf-8")))
     for line in runtime_warnings(config):

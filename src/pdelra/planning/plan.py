@@ -1,49 +1,9 @@
 """`pdelra plan CONFIG`: what a workflow config will cost before it runs.
 
-The jobs are the workflow's own (pdelra.planning.experiment, the expansion workflow/rules/common.smk uses):
-every training rule's jobs (`train`/`train_pack`: the LRA runs of every grid in `run_grids`; `lm_train`:
-PhysQK-AD's LM; `cta_official_train`, `cta_lm_train`: Continuous-Time Attention's own), and the other jobs
-(data, diagnostics, tables, report, DVC) counted per rule. Per training rule and task: jobs, those already
-finished (their metrics.json exists: the workflow will not run them again), the planned optimizer steps per
-job (ceil(n_train / batch_size) × max_epochs, capped by max_steps, with each run's own setting: an upper
-bound, since early stopping may end a run sooner), step time, device-hours in all and still to go, the
-attempts a job needs within its `runtime`, peak memory and whether it needs micro-batching
-(`train.micro_batch_size`) on this device, disk, and padding tokens ÷ real tokens without and with
-length-bucketed batches (`train.length_buckets`). In total: device-hours and the wall-clock of the jobs to go
-on `--gpus N`.
-
-Where the numbers come from (each is labelled in the output):
-- example counts: the processed data's manifest (`data.processed_dir/{task}/manifest.json`) when present
-  (`manifest`), else the config's `data.generate` sizes for generated data (`config`), else the Long Range
-  Arena's published split sizes for real data (`published`);
-- a job's time, best first: its own finished runs' `wall_time_s` (`finished`; a pack's runs side by side:
-  the longest); the finished runs of its grid cell (rule folder, task, variant, scale, setting) under
-  `results/{experiment}` (`runs`: their median `median_step_time_s` × the planned steps, or their median
-  wall time where the steps are unknown, as for the LM and Continuous-Time Attention's own runs); a
-  calibration on this device (`calibrated`, LRA tasks only): a few timed forward + backward + AdamW steps of
-  the task's baseline model on random tokens at the task's max_length, at the job's batch size or, when
-  that is too slow or does not fit, at a smaller batch scaled up linearly; else the job's requested
-  `runtime` (`requested`), a bound, not an estimate. Every calibrated sequence is at max_length: an upper
-  bound where batches are trimmed to their longest. Diffusion variants cost 1-6 % more than the baseline
-  (`pdelra bench train-step`), CTA variants more with more pseudo-time steps; the calibration times the
-  baseline only. Calibrations are kept in `results/{experiment}/plan/calibration.json`, keyed by the task's
-  model, batch and data shape, the code, torch and the device, and reused (`--no-cache`: time afresh).
-  With `--device auto` on a machine without CUDA, the tasks whose jobs ask for a GPU are not timed on the
-  CPU (minutes, and nothing a GPU's time can be read from): they count at their runtime, and the output
-  says how to time them (on a GPU node, or `--device cpu`);
-- evaluation: each epoch evaluates the validation split, at one third of a training step's cost per
-  example (forward only), plus one test pass per job;
-- wall-clock: the makespan of a greedy longest-job-first list schedule of the jobs' estimated times on
-  N GPUs (each job on its `gpu` count of them), the standard estimate (within 4/3 of the best schedule).
-  A job longer than its `runtime` is stopped at the limit and resumes from its checkpoint on the retry,
-  which asks for attempt × runtime, at most `cluster.max_runtime` (a pack: K runs' runtime / pack_gain,
-  as the workflow asks Slurm): it needs the attempts shown, and with more than
-  retries + 1 it fails (listed), its time then counted up to its last attempt. Queueing, data preparation
-  and the report are not included;
-- disk: per job metrics.json (~50 kB) and model.safetensors (4 bytes per parameter); while a job trains,
-  its checkpoint (weights, AdamW moments, best weights: 16 bytes per parameter);
-- padding: from the processed length arrays (so only with a manifest), over one epoch of the job's batch
-  size, with the task's `train.length_buckets` or, where it is off, REFERENCE_BUCKETS buckets.
+The jobs are the workflow's own (pdelra.planning.experiment, the expansion workflow/rules/common.smk uses).
+What is counted per training rule and task, and where each number comes from (manifest, finished runs,
+calibration, requested runtime; the wall-clock schedule; disk; padding), is the command's description,
+`pdelra plan --help` (PLAN_DESCRIPTION in pdelra.planning.cli).
 """
 
 from __future__ import annotations
@@ -59,9 +19,18 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pdelra import runs as run_layout
 from pdelra.atomic import write_json_atomic
+from pdelra.data.generate import DEFAULTS
+from pdelra.data.store import load_split
 from pdelra.errors import UserError
+from pdelra.nn.model import LRAClassifier, ModelConfig
 from pdelra.planning import experiment
+from pdelra.planning.cli import CACHE_NAME, DEFAULT_RETRIES, SLURM_PROFILE
+from pdelra.planning.config_check import file_problems, with_defaults
+from pdelra.results import seeds
+from pdelra.training import batches as B
+from pdelra.training.schedule import planned_steps
 
 # Published LRA split sizes (Tay et al. 2021; Pathfinder-32 split 80/10/10 and IMDb/CIFAR-10 validation carved
 # out of train by preprocessing, as this project does): used only without a manifest or generate sizes.
@@ -77,8 +46,6 @@ NOMINAL_CLASSES = {"listops": 10, "text": 2, "retrieval": 2, "pathfinder": 2, "i
 EVAL_COST = 1 / 3  # an evaluation example costs about a third of a training example (forward only)
 METRICS_BYTES = 50_000
 REFERENCE_BUCKETS = 8  # the bucket count the padding column shows for a task that does not bucket
-DEFAULT_RETRIES = 2  # `retries` of profiles/slurm/profile.yaml when it cannot be read
-SLURM_PROFILE = Path("profiles/slurm/profile.yaml")
 
 
 class PlanError(UserError, ValueError):
@@ -94,8 +61,6 @@ def load_config(path: Path) -> dict[str, Any]:
     the workflow refuses), with the schema's defaults filled in (as Snakemake's `validate(...,
     set_default=True)` does)."""
     import yaml
-
-    from pdelra.planning.config_check import file_problems, with_defaults
 
     problems = file_problems(path)
     if problems:
@@ -125,8 +90,6 @@ def task_data(config: Mapping[str, Any], task: str) -> dict[str, Any]:
             "source": "manifest",
         }
     if config["data"].get("source") == "generated":
-        from pdelra.data.generate import DEFAULTS
-
         sizes = {**DEFAULTS[task], **(config["data"].get("generate", {}).get(task) or {})}
         counts = {"train": sizes["n_train"], "val": sizes["n_val"], "test": sizes["n_test"]}
         source = "config"
@@ -142,8 +105,6 @@ def task_data(config: Mapping[str, Any], task: str) -> dict[str, Any]:
 
 
 def planned_job_steps(n_train: int, train: Mapping[str, Any]) -> int:
-    from pdelra.training.schedule import planned_steps
-
     return planned_steps(math.ceil(n_train / train["batch_size"]), train["max_epochs"], train["max_steps"])
 
 
@@ -155,8 +116,6 @@ def finished_runs(results: Path) -> dict[RunFile, dict[str, float | None]]:
     """Every finished run of every training rule under `results` (results/{experiment}): its median step time
     and wall time from its metrics.json (written when the run ends, so the workflow will not train it again),
     keyed by (runs folder, task, variant, scale, setting, seed)."""
-    from pdelra import runs as run_layout
-
     out: dict[RunFile, dict[str, float | None]] = {}
     for runs_dir in sorted({spec.runs_dir for spec in experiment.TRAINING_RULES.values()}):
         root = results / runs_dir
@@ -197,9 +156,6 @@ def padding_ratios(
     """(padding ÷ real tokens of one epoch's plain batches, the same bucketed, the bucket count), from the
     processed training split's length arrays."""
     import numpy as np
-
-    from pdelra.data.store import load_split
-    from pdelra.training import batches as B
 
     split = load_split(Path(config["data"]["processed_dir"]) / task, "train")
     lengths = [np.asarray(split.lengths)] + ([np.asarray(split.lengths2)] if B.is_pair_split(split) else [])
@@ -274,8 +230,6 @@ def calibrate(
     """
     import torch
 
-    from pdelra.nn.model import LRAClassifier, ModelConfig
-
     keys = {k: v for k, v in model_cfg.items() if k in {f for f in ModelConfig.__dataclass_fields__}}
     keys["fused_diffusion"] = fused
     keys.pop("operators", None)  # the baseline: a config variant's operators are not part of it
@@ -323,7 +277,6 @@ def calibrate(
 # The sources a calibration exercises (besides calibrate and _time_steps themselves): an edit of one of them
 # times the model again.
 CALIBRATED_SOURCES = ("nn/model.py", "nn/ops.py", "nn/fused.py")  # under the package root
-CACHE_NAME = "plan/calibration.json"  # under results/{experiment}
 
 
 def calibration_key(
@@ -842,84 +795,8 @@ def print_plan(plan: Mapping[str, Any], title: str = "plan") -> None:
 # CLI
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "plan",
-        help="jobs, optimizer steps, device-hours, wall-clock, disk and peak memory a config will cost",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("config", type=Path, help="workflow config (e.g. config/config.yaml)")
-    add_cost_arguments(parser)
-    parser.set_defaults(func=run)
-
-
-def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of the cost plan (the default action of `pdelra plan`)."""
-    parser.add_argument(
-        "--device",
-        default="auto",
-        help="where to calibrate: cuda, cpu, or auto (cuda when available; without it the tasks whose jobs "
-        "ask for a GPU are not timed on the CPU)",
-    )
-    parser.add_argument(
-        "--gpus", type=int, default=1, help="training jobs at a time (GPUs they share), for the wall-clock"
-    )
-    parser.add_argument(
-        "--retries",
-        type=int,
-        default=None,
-        help=f"resubmissions of a job that ran out of time (default: `retries` of {SLURM_PROFILE}, else "
-        f"{DEFAULT_RETRIES})",
-    )
-    parser.add_argument(
-        "--steps",
-        type=int,
-        default=None,
-        help="timed calibration steps per task, after one warm-up (default: 3 on a GPU, 1 on the CPU)",
-    )
-    parser.add_argument(
-        "--max-calibration-batch",
-        type=int,
-        default=None,
-        help="time at most this many examples per step, scaled up linearly (default: 1 on the CPU, all on "
-        "a GPU)",
-    )
-    parser.add_argument(
-        "--no-calibration", action="store_true", help="jobs and steps only (and finished runs' times)"
-    )
-    parser.add_argument(
-        "--results",
-        type=Path,
-        default=None,
-        help="results/{experiment} folder with finished runs (default: that of the config's experiment)",
-    )
-    parser.add_argument(
-        "--no-cache",
-        action="store_true",
-        help=f"calibrate afresh (default: reuse the calibrations in RESULTS/{CACHE_NAME} made with the "
-        "same model, batch, code, torch and device, and add new ones to it)",
-    )
-    parser.add_argument("--threads", type=int, default=None, help="torch threads for the CPU calibration")
-    parser.add_argument("--json", type=Path, default=None, help="also write the plan to this JSON file")
-    parser.add_argument(
-        "--power",
-        action="store_true",
-        help="also: the seeds each paper claim needs for 80 %% power at the paper's effect (at its planned "
-        "Holm level), from a pilot's spread (--tables) or the paper's Table 15, and what 3-20 seeds cost in "
-        "GPU-hours of the LRA training jobs (pdelra.results.seeds)",
-    )
-    parser.add_argument(
-        "--tables",
-        type=Path,
-        default=None,
-        metavar="PILOT",
-        help="with --power: a pilot's tables folder (its runs.csv): each task's run-to-run spread from its "
-        "runs where they make a usable design, else Table 15's",
-    )
-
-
 def run(args: argparse.Namespace) -> int:
+    """`pdelra plan CONFIG` (declared in pdelra.planning.cli)."""
     import torch
 
     if args.gpus < 1:
@@ -964,8 +841,6 @@ def run(args: argparse.Namespace) -> int:
 def print_power(config: Mapping[str, Any], plan: Mapping[str, Any], pilot: Path | None) -> None:
     """The seeds each paper claim needs and what seed counts cost (`pdelra.results.seeds`)."""
     import pandas as pd
-
-    from pdelra.results import seeds
 
     runs = None
     if pilot is not None:

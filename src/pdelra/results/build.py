@@ -9,21 +9,28 @@ an empty frame, and the parts that need it come out empty (their report sections
 
 from __future__ import annotations
 
+import argparse
+import logging
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pdelra.atomic import csv_text, write_csv_atomic
+from pdelra.errors import UserError
 from pdelra.results import claims as claims_mod
+from pdelra.results import diagnostics, related, tables
 from pdelra.results.catalogue import all_claims, cta, own, physqk
 from pdelra.results.diagnostics import TABLES as DIAGNOSTICS_TABLES
+from pdelra.results.inputs import OPTIONAL_INPUTS
 from pdelra.results.related import TABLES as RELATED_TABLES
 from pdelra.results.tables import COMPARISON_TABLES
 
 if TYPE_CHECKING:
     import pandas as pd
 
-# Inputs read from a tables folder when present (beside the run tables).
-OPTIONAL_INPUTS = ("lm_runs", "lm_dynamics", "diagnostics", "cta_official_runs")
+log = logging.getLogger(__name__)
+
 # What `derived_tables` returns, by name (each written as NAME.csv): a fixed list, so the workflow can
 # declare every file.
 DERIVED_TABLES = (*COMPARISON_TABLES, *RELATED_TABLES, *DIAGNOSTICS_TABLES, "claims")
@@ -51,8 +58,6 @@ def claims_table(inputs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     claims, adjusted within each family (`pdelra.results.claims`)."""
     import pandas as pd
 
-    from pdelra.results import diagnostics
-
     runs = inputs.get("runs", pd.DataFrame())
     diag = inputs.get("diagnostics", pd.DataFrame())
     mechanism = diagnostics.mechanism_claims(diag, runs)
@@ -69,8 +74,6 @@ def derived_tables(inputs: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame
     """Every table computed from the inputs: the paper comparisons, the related systems', the diagnostics'
     summaries and the claims, by name (each is written as NAME.csv)."""
     import pandas as pd
-
-    from pdelra.results import diagnostics, related, tables
 
     empty = pd.DataFrame()
     runs = inputs.get("runs", empty)
@@ -96,3 +99,23 @@ def claims_from_tables(tables_dir: Path) -> pd.DataFrame:
     if not runs_csv.is_file():
         raise FileNotFoundError(f"{runs_csv}: no runs table; run `pdelra aggregate --out {tables_dir}` first")
     return claims_table(read_inputs(tables_dir, ("runs", *OPTIONAL_INPUTS)))
+
+
+class ClaimsError(UserError, ValueError):
+    """The claims could not be computed; the message names the missing table."""
+
+
+def claims_command(args: argparse.Namespace) -> int:
+    """`pdelra claims --tables DIR [--out FILE]` (declared in pdelra.results.cli)."""
+    try:
+        table = claims_from_tables(args.tables)
+    except FileNotFoundError as exc:
+        raise ClaimsError(str(exc)) from exc
+    counts = ", ".join(f"{n} {v}" for v, n in table["verdict"].value_counts().items())
+    if args.out is None:  # the workflow's own claims.csv is its output: never overwritten unasked
+        sys.stdout.write(csv_text(table))
+        log.info("%d claims (%s)", len(table), counts)
+        return 0
+    write_csv_atomic(table, args.out)
+    log.info("%d claims (%s) → %s", len(table), counts, args.out)
+    return 0

@@ -107,6 +107,7 @@ from pdelra.results import power, stats
 from pdelra.results.design import TaskNoise, task_noise
 from pdelra.results.power import DegreesOfFreedom
 from pdelra.results.stats import ALPHA
+from pdelra.results.verdict_rule import VERDICT_RULE  # noqa: F401  (its readers import it from here)
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -176,19 +177,6 @@ CLAIM_COLUMNS = (
     "method",
     "n_excluded",
     "detail",
-)
-
-# The verdict rule in one statement: the report, the landing page and this docstring's readers see this.
-VERDICT_RULE = (
-    "**reproduced**: our 95 % interval over seeds lies on the paper's side of 0 (for a no-difference claim: "
-    "inside the paper's value ± 1 pp; for a 'best' claim: every pairwise comparison favours it); "
-    "**contradicted**: it lies on the other side (outside the paper's value ± 1 pp; some other configuration "
-    "is significantly better); **inconclusive**: "
-    "neither, or fewer than 2 usable seeds; **not run**: a configuration the claim needs has no run. "
-    "Every claim is Holm-adjusted within its family, the abstract's three claims being one family "
-    "(`verdict`; `verdict_unadjusted` beside it). **Size** is a separate word: *as claimed* when the "
-    "paper's value lies inside our interval, else *smaller* or *larger than claimed*, or *opposite sign*. "
-    "An undecided claim says what would decide it: the seeds for 80 % power at the paper's effect."
 )
 
 

@@ -11,7 +11,10 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from pdelra.runs import BASE_SETTING
+from pdelra import paper
+from pdelra.results import spectral, stats
+from pdelra.results.claims import Cell, Metric, RunIndex, seed_values
+from pdelra.runs import BASE_SETTING, RUN_KEYS
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -190,8 +193,6 @@ def run_tables(runs: pd.DataFrame, alpha_rows: list[dict[str, Any]]) -> dict[str
     """The summaries of runs.csv by name: main, multiscale, cost, alpha, settings."""
     import pandas as pd
 
-    from pdelra.runs import RUN_KEYS
-
     return {
         "main": main_table(runs),
         "multiscale": multiscale_table(runs),
@@ -233,8 +234,6 @@ def table10_comparison(main: pd.DataFrame) -> pd.DataFrame:
     own variants that ran (paper.own_variants; the paper's value empty)."""
     import pandas as pd
 
-    from pdelra import paper
-
     main = _base(main)
     rows = []
     for variant in [*paper.TABLE10, *paper.own_variants(main["variant"] if len(main) else [])]:
@@ -264,8 +263,6 @@ def table6(comparison: pd.DataFrame) -> pd.DataFrame:
     """Table 6 (and Table 4's ranking): the LRA average per variant, the paper's beside ours, the ranking
     Table 4 predicts, the paper's measured ranking and ours (1 = best; positions only, not the baseline: the
     paper's seven and a config's own variants)."""
-    from pdelra import paper
-
     avg = comparison[comparison["task"] == "average"].drop(columns="task").reset_index(drop=True)
     positions = avg["variant"].isin(paper.positions_of(avg["variant"]))
     avg["predicted_rank"] = avg["variant"].map(paper.TABLE4_PREDICTED_RANK)
@@ -280,9 +277,6 @@ def table11(runs: pd.DataFrame, claims: pd.DataFrame) -> pd.DataFrame:
     once), the relative gain (% of the baseline's mean over the same seeds) and the paper's gains. The
     paper's positions, then a config's own variants that ran (no paper gains)."""
     import pandas as pd
-
-    from pdelra import paper
-    from pdelra.results.claims import Cell, Metric, RunIndex, seed_values
 
     judged = claims.set_index("claim_id") if len(claims) else pd.DataFrame()
     index = RunIndex(runs)
@@ -321,8 +315,6 @@ def table12(multiscale: pd.DataFrame) -> pd.DataFrame:
     baseline and the best single scale (both from `multiscale_table`, computed there once) and the paper's.
     The paper's positions, then a config's own variants swept over scales (the paper's columns empty)."""
     import pandas as pd
-
-    from pdelra import paper
 
     ms = _base(multiscale)
     ms = ms[ms["task"] == LISTOPS] if len(ms) else ms
@@ -367,8 +359,6 @@ def table13(runs: pd.DataFrame) -> pd.DataFrame:
     both, beside the paper's."""
     import pandas as pd
 
-    from pdelra import paper
-
     done = _completed(_base(runs)) if len(runs) else runs
     rows = []
     for variant, pairs in paper.TABLE13.items():
@@ -396,8 +386,6 @@ def cost_overhead(runs: pd.DataFrame, task: str = LISTOPS) -> pd.DataFrame:
     Per-run step times of jobs sharing a machine vary by ±25 % or more, so this spread is what Table 14's
     single overhead per configuration hides; `pdelra bench` measures the overhead interleaved."""
     import pandas as pd
-
-    from pdelra.results import stats
 
     columns = ["task", "variant", "scale", "n", "mean", "std", "ci_low", "ci_high"]
     done = _base(runs)
@@ -430,8 +418,6 @@ def table14(cost: pd.DataFrame, overhead: pd.DataFrame) -> pd.DataFrame:
     overhead (`cost_overhead`)."""
     import pandas as pd
 
-    from pdelra import paper
-
     cost = _base(cost)
     cost = cost[cost["task"] == LISTOPS] if len(cost) else cost
     rows = []
@@ -461,8 +447,6 @@ def table15(main: pd.DataFrame) -> pd.DataFrame:
     """Table 15: ListOps accuracy mean ± std over seeds, the paper's beside ours, and their std ratio."""
     import pandas as pd
 
-    from pdelra import paper
-
     main = _base(main)
     rows = []
     for variant, (paper_mean, paper_std) in paper.TABLE15.items():
@@ -490,9 +474,6 @@ def table16() -> pd.DataFrame:
     """Table 16: mean |H(ω)|² per band of the layer at the paper's initialisation (α = 0.1; multi-scale
     0.1 × (1, 0.6, 0.3)) under eq. 6 (`unit`) and eq. 11 (`inverse_h2`), beside the paper's (`paper`)."""
     import pandas as pd
-
-    from pdelra import paper
-    from pdelra.results import spectral
 
     rows = []
     for scale in SCALE_ORDER:
@@ -522,10 +503,6 @@ def _layer_alphas(alpha: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     scales (the sequence axis), with the run's stencil scaling and a tuple `alphas` of per-scale α."""
     import pandas as pd
 
-    from pdelra import paper
-    from pdelra.results import spectral
-    from pdelra.runs import RUN_KEYS
-
     per_scale = [f"per_scale_h{h}" for h in ALPHA_STEP_SIZES]
     if alpha.empty or runs.empty or not set(per_scale) <= set(alpha.columns):
         return pd.DataFrame(columns=[*RUN_KEYS, "layer", "alphas", "stencil_scaling"])
@@ -553,8 +530,6 @@ def spectral_response(alpha: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     and `max` are over layers × runs (`n` of them), and the variant `initial` is the runs' initial α."""
     import numpy as np
     import pandas as pd
-
-    from pdelra.results import spectral
 
     omega = np.linspace(0.0, math.pi, SPECTRAL_POINTS)
     alpha_init = float(_run_config(runs, "alpha_init", DEFAULT_ALPHA_INIT))
@@ -609,10 +584,6 @@ def learned_alpha(alpha: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     (its mean over the layer's scales, as the effective α is)."""
     import pandas as pd
 
-    from pdelra import paper
-    from pdelra.results import spectral
-    from pdelra.runs import RUN_KEYS
-
     columns = ["variant", "scale", "n", "mean", "min", "max", "alpha_init"]
     if alpha.empty or runs.empty:
         return pd.DataFrame(columns=columns)
@@ -654,8 +625,6 @@ CONFIG_FIELDS = (
 
 
 def _paper_config(task: str, field: str) -> Any:
-    from pdelra import paper
-
     return paper.TABLE8.get(task, {}).get(field, paper.TABLE9.get(field))
 
 
@@ -663,8 +632,6 @@ def config_echo(runs: pd.DataFrame) -> pd.DataFrame:
     """Tables 8 and 9 beside the configuration actually used: per task and field, the value of the base-
     setting runs (the most common one; `n_values` > 1 says the runs differ) and the paper's."""
     import pandas as pd
-
-    from pdelra import paper
 
     columns = ["task", "field", "ours", "n_values", "paper"]
     base = _base(runs)
@@ -692,8 +659,6 @@ def warmup(runs: pd.DataFrame) -> pd.DataFrame:
     against the warm-up length; where the plan is shorter, the peak learning rate is never reached and
     `highest_lr_fraction` is the fraction of it the schedule reaches."""
     import pandas as pd
-
-    from pdelra import paper
 
     columns = [
         "task",

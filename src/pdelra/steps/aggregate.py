@@ -31,14 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
-from pdelra.results.build import (
-    AGGREGATE_TABLES,
-    DERIVED_TABLES,
-    OPTIONAL_INPUTS,
-    derived_tables,
-    read_inputs,
-    read_table,
-)
+from pdelra.results.build import AGGREGATE_TABLES, DERIVED_TABLES, derived_tables, read_inputs, read_table
+from pdelra.results.inputs import OPTIONAL_INPUTS
+from pdelra.results.spectral import SCALES
 from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
 from pdelra.runs import BASE_SETTING, RUN_KEYS, RunPathError, find_run_files, parse_run_dir
 
@@ -238,8 +233,6 @@ def _alpha_rows(metrics: dict[str, Any], run: dict[str, Any]) -> list[dict[str, 
 def _per_scale(stats: dict[str, Any], scale: str) -> dict[str, Any]:
     """`per_scale_h{h}`: the layer's α at step size h (mean over channels), from its `per_scale` and
     `scales`; a one-scale layer without them (older metrics) has its mean at the run's scale."""
-    from pdelra.results.spectral import SCALES
-
     scales = stats.get("scales") or list(SCALES.get(scale, ()))
     values = stats.get("per_scale")
     if values is None and len(scales) == 1:
@@ -315,7 +308,8 @@ def aggregate(
 # ----------------------------------------------------------------------------------------------------
 # CLI
 # ----------------------------------------------------------------------------------------------------
-def _run(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
+    """`pdelra aggregate` (declared in pdelra.steps.cli)."""
     files: list[Path] = list(args.metrics)
     if args.runs is not None:
         found = find_metrics(args.runs)
@@ -329,37 +323,3 @@ def _run(args: argparse.Namespace) -> int:
     extra = {name: path for name in OPTIONAL_INPUTS if (path := getattr(args, name)) is not None}
     aggregate(files, args.out, extra)
     return 0
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "aggregate",
-        help="collect every run's metrics.json into the result tables (CSV)",
-        description=(
-            "Read the metrics.json of each run (given as paths and/or found under --runs) and write "
-            "runs.csv (one row per run, diverged and failed runs included), main.csv (mean ± std test "
-            "accuracy per task × variant at h1 plus the cross-task average, paper Tables 6/10), "
-            "multiscale.csv (Table 12), cost.csv (time and memory overhead over the baseline, Table 14), "
-            "alpha.csv (learned diffusion coefficients), settings.csv (every grid setting), the "
-            "comparisons with the paper's tables the report shows (table6.csv, table11.csv, ...; "
-            "docs/interfaces.md) and claims.csv."
-        ),
-    )
-    parser.add_argument("metrics", nargs="*", type=Path, help="metrics.json files of the runs to include")
-    parser.add_argument(
-        "--runs",
-        type=Path,
-        help="also include every runs/T/V/S/SETTING/seedN/metrics.json under this folder",
-    )
-    parser.add_argument(
-        "--out", type=Path, required=True, help="folder for the CSV tables (created if missing)"
-    )
-    for name in OPTIONAL_INPUTS:
-        parser.add_argument(
-            f"--{name.replace('_', '-')}",
-            dest=name,
-            type=Path,
-            metavar="CSV",
-            help=f"{name}.csv for the derived tables and claims (absent or empty: that part is not run)",
-        )
-    parser.set_defaults(func=_run)

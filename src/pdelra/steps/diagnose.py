@@ -1,63 +1,9 @@
 """`pdelra diagnose`: the operator-theory diagnostics (pdelra.nn.diagnostics) measured on trained runs, and
 their table over runs.
 
-    pdelra diagnose run RUN_DIR [RUN_DIR ...] --data PROCESSED_TASK_DIR --out PART.csv
-    pdelra diagnose table PART.csv ... --out results/{experiment}/tables/diagnostics.csv
-
-`run` diagnoses each run (of one task) and writes their rows to PART.csv. Each run's own rows are kept in
-RUN_DIR/diagnostics.csv beside a stamp, RUN_DIR/diagnostics.json (sha256 of the weights, digest of this code,
-data manifest hash, examples, batch size): a run whose stamp still matches is read back, not measured again,
-so a job over many runs redoes only those retrained since (or all of them when this code changes).
-
-For each run, `run` loads its best-validation weights (RUN_DIR/model.safetensors) and config
-(RUN_DIR/metrics.json), runs the encoder in eval mode on a fixed batch — the first `--examples` validation
-examples in file order (retrieval: the first document of each pair) — and records one row per (block,
-operator):
-
-- kind `residual`, operator `residual`: the residual stream entering block b (`roughness_in`) and leaving it
-  (`roughness_out`); with no diffusion in the model (variant `none`) this says where the representation is
-  rough.
-- kind `probe`, operator `probe`: a fixed probe diffusion D = I + 0.1·Δ_1 (the same in every run, so runs
-  compare) applied to the residual stream x_b entering block b: roughness of x_b and D(x_b), the perturbation
-  ‖D(x_b) − x_b‖ and its bound, and the commutator of D with the block's attention sub-layer.
-- kind `trained`, operator = the module name (e.g. `encoder.blocks.0.attn_output`): every DiffusionLayer of
-  the model, on the input it actually received: roughness entering and leaving the operator (its LayerNorm
-  included), the perturbation of its Euler step (trained α, scales, stencil scaling) and the bound, and the
-  commutator of that Euler step, applied to the residual stream x_b, with block b's attention sub-layer.
-  Per-channel α are used where the operator's channels are the residual stream's; for `attn_values` (the
-  value channels) the channel mean; `attn_heads` diffuses along heads (its roughness and bound are along the
-  head axis, averaged over tokens) and has no sequence commutator (empty).
-
-- kind `operator`: an operator of a variant declared in the config (`variants:`, a user's `module:attr` or a
-  built-in that is not the paper's diffusion layer), on the input it received: roughness entering and leaving
-  it, its effect ‖op(x) − x‖ (`perturbation`), its commutator with the block's attention sub-layer (op
-  applied to x_b), and the insertion effect on the logits (the operator bypassed) with the amplification.
-  What needs the paper's α (alpha_mean, bound, bound_closed_form, bound_ratio, composed_bound,
-  composed_ratio, composed_held) is left empty, and the row's `reason` says so.
-
-Every step meets every insertion point: an operator at a point in no block (e.g. a point after the last
-block) has block −1 (NO_BLOCK) and no commutator, which needs a block's attention sub-layer; `reason` says
-what was not measured and why (empty when everything applied).
-
-The attention sub-layer as a map on the residual stream is M_b(x) = x + W_o·MHA(LN₁(x)) with block b's
-trained weights and padded keys masked, without the inserted operators, so that M is the same kind of map in
-every variant and D is what varies. Block of an operator: `encoder.embedding` → 0, `between_blocks.i` → i+1,
-`blocks.i.*` → i. Every quantity is the mean over the examples of the per-sequence value
-(pdelra.nn.diagnostics); `bound_ratio` is the mean of perturbation / bound (≤ 1 by the theory).
-
-The insertion effect on the logits (LOGIT_QUANTITIES, probe and trained rows, on the first
-`--amplification-examples` examples; see `measure_logit_effects`): `logit_change` = ‖logits with D − logits
-without D‖ (a trained layer's Euler step set to the identity, its LayerNorm kept; the probe inserted at the
-block's input), `amplification` = σ_max of the Jacobian of the logits in the point's input at the model as
-trained (exact per example, one backward pass per class: pdelra.nn.diagnostics.jacobian_spectral_norm), and
-the composed bound amplification × roughness bound that the revised paper's "compositional perturbation
-bounds" state, with its ratio and the share of examples where it held. Both are measured through the model's
-own modules, by hooks on the named insertion points: nothing of the forward pass is written out again.
-
-`commutator` = ‖D(M(x)) − M(D(x))‖ / ‖M(x)‖ as the issue defines it. Its numerator only involves the
-attention branch A = M − I (the identity commutes with D), but its denominator holds the residual stream:
-where the stream is large next to the branch (e.g. right after a LayerNorm) it is small for that reason
-alone. `commutator_branch` = ‖D(A(x)) − A(D(x))‖ / ‖A(x)‖ removes that scale.
+What each row measures, and how (the kinds `residual`, `probe`, `trained`, `operator`; the attention
+sub-layer as a map; the insertion effect on the logits; the commutators), is the subcommand's description,
+`pdelra diagnose --help`: DIAGNOSE_DESCRIPTION in pdelra.steps.cli, where the command is declared.
 """
 
 from __future__ import annotations
@@ -73,10 +19,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdelra.atomic import write_text_atomic
+from pdelra.atomic import write_json_atomic, write_text_atomic
+from pdelra.data.hashing import file_digest
+from pdelra.data.store import load_split, manifest_hash, read_manifest
 from pdelra.errors import UserError
+from pdelra.nn import diagnostics as dg
+from pdelra.nn.model import Identity, ModelConfig
+from pdelra.nn.ops import DiffusionLayer
 from pdelra.results.diagnostics import COLUMNS, LOGIT_QUANTITIES, QUANTITIES
 from pdelra.runs import RUN_KEYS
+from pdelra.steps.cli import AMPLIFICATION_EXAMPLES
+from pdelra.training.batches import is_pair_split, make_batch
+from pdelra.training.runconfig import validate_run_config
+from pdelra.training.runner import build_model
+from pdelra.training.weights import WEIGHTS_NAME, load_weights
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,7 +45,6 @@ DIAGNOSTICS_NAME = "diagnostics.csv"
 STAMP_NAME = "diagnostics.json"
 PROBE_ALPHA = 0.1
 PROBE_SCALES = (1,)
-AMPLIFICATION_EXAMPLES = 1  # see LOGIT_QUANTITIES: a backward pass per class and insertion point, per example
 # The block of an operator at an insertion point outside every block (no attention sub-layer to commute with).
 NO_BLOCK = -1
 # The quantities that need the paper's step sizes α: empty in an `operator` row.
@@ -157,9 +112,6 @@ def config_operators(model: torch.nn.Module) -> dict[str, torch.nn.Module]:
     """The operators of a variant declared in the config (ModelConfig.operators) that are not the paper's
     diffusion layer, by module name: the modules at the encoder's insertion points (its POINTS), outermost."""
     import torch
-
-    from pdelra.nn.model import Identity
-    from pdelra.nn.ops import DiffusionLayer
 
     if getattr(model.cfg, "operators", None) is None:
         return {}
@@ -257,8 +209,6 @@ class _Recorder:
 
 
 def _roughness(prefix: str, x: Tensor, lengths: Tensor | None) -> dict[str, Tensor]:
-    from pdelra.nn import diagnostics as dg
-
     return {
         f"roughness_{prefix}": dg.dirichlet_energy(x, lengths),
         f"rel_roughness_{prefix}": dg.relative_roughness(x, lengths),
@@ -266,8 +216,6 @@ def _roughness(prefix: str, x: Tensor, lengths: Tensor | None) -> dict[str, Tens
 
 
 def _perturbation(step: Any, x: Tensor, lengths: Tensor | None) -> dict[str, Tensor]:
-    from pdelra.nn import diagnostics as dg
-
     p = dg.perturbation(step, x, lengths)
     ratio = torch_where_positive(p.bound, p.norm)
     return {
@@ -290,7 +238,6 @@ def _commutators(
 ) -> dict[str, Tensor]:
     """The commutator with the attention sub-layer M (relative to ‖M(x)‖) and with its branch A = M − I
     (relative to ‖A(x)‖; the numerator is the same, as the identity commutes with D)."""
-    from pdelra.nn import diagnostics as dg
 
     def branch(u: Tensor, n: Tensor | None) -> Tensor:
         return mix(u, n) - u
@@ -313,9 +260,6 @@ def _token_mean(values: Tensor, lengths: Tensor, size: int) -> Tensor:
 def measure_batch(model: torch.nn.Module, tokens: Tensor, lengths: Tensor, recorder: _Recorder) -> None:
     """Run the encoder on (tokens, lengths) with hooks and record every row's per-example values."""
     import torch
-
-    from pdelra.nn import diagnostics as dg
-    from pdelra.nn.ops import DiffusionLayer
 
     encoder = model.encoder
     blocks = list(encoder.blocks)
@@ -402,8 +346,6 @@ def _measure_operator(
     mixes: dict[int, Callable[[Tensor, Tensor | None], Tensor]],
 ) -> None:
     """An `operator` row: what applies to any operator (batch, length, d_model) → same, without α."""
-    from pdelra.nn import diagnostics as dg
-
     block, point = operator_place(name)
     key = (block, name, "operator", point)
     recorder.skip(key, NO_ALPHA)
@@ -445,9 +387,6 @@ class _Point:
 
 def _insertion_points(model: torch.nn.Module) -> list[_Point]:
     import torch
-
-    from pdelra.nn import diagnostics as dg
-    from pdelra.nn.ops import DiffusionLayer
 
     probe = dg.EulerStep(torch.tensor([PROBE_ALPHA]), PROBE_SCALES)
     points = [
@@ -517,8 +456,6 @@ def _sequence_norms(step: Any, x: Tensor, lengths: Tensor | None, tokens: Tensor
     along L; x (B, L, H, dh) — attn_heads — along H per token, then summed over the valid `tokens` (B,)."""
     import torch
 
-    from pdelra.nn import diagnostics as dg
-
     if x.dim() == 3:
         p = dg.perturbation(step, x, lengths)
         return p.norm, p.bound
@@ -544,8 +481,6 @@ def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], re
       `composed_ratio` = logit_change / composed_bound and `composed_held` = 1 where logit_change ≤
       composed_bound. A pair model's quantities cover both documents (the point feeds both towers)."""
     import torch
-
-    from pdelra.nn import diagnostics as dg
 
     points = _insertion_points(model)
     logits, seen = _capture(model, inputs, points)
@@ -594,13 +529,6 @@ def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], re
 def load_run(run_dir: Path, data_dir: Path) -> tuple[torch.nn.Module, dict[str, Any], Any]:
     """(model with the run's best-validation weights, in eval mode; metrics.json; the val split)."""
     import dataclasses
-
-    from pdelra.data.store import load_split, manifest_hash, read_manifest
-    from pdelra.nn.model import ModelConfig
-    from pdelra.training.batches import is_pair_split
-    from pdelra.training.runconfig import validate_run_config
-    from pdelra.training.runner import build_model
-    from pdelra.training.weights import WEIGHTS_NAME, load_weights
 
     metrics_path = run_dir / "metrics.json"
     try:
@@ -653,8 +581,6 @@ def diagnose_run(
     import pandas as pd
     import torch
 
-    from pdelra.training.batches import make_batch
-
     model, metrics, val = load_run(run_dir, data_dir)
     count = min(examples, len(val.labels))
     if count < 1:
@@ -683,10 +609,6 @@ def _stamp(
     run_dir: Path, data_dir: Path, examples: int, batch_size: int, amplification_examples: int
 ) -> dict[str, Any]:
     """What a run's cached diagnostics were measured from: when any of it changes, they are measured again."""
-    from pdelra.data.hashing import file_digest
-    from pdelra.data.store import manifest_hash
-    from pdelra.training.weights import WEIGHTS_NAME
-
     weights = run_dir / WEIGHTS_NAME
     if not weights.is_file():
         raise DiagnoseError(f"{weights}: no weights file (train the run first)")
@@ -711,8 +633,6 @@ def diagnose_cached(
     when RUN_DIR/diagnostics.json matches this run's stamp, measured and stored (table first, stamp last)
     otherwise."""
     import pandas as pd
-
-    from pdelra.atomic import write_json_atomic
 
     table, stamp_path = run_dir / DIAGNOSTICS_NAME, run_dir / STAMP_NAME
     stamp = _stamp(run_dir, data_dir, examples, batch_size, amplification_examples)
@@ -767,45 +687,8 @@ def write_tables(paths: list[Path], tables: Path) -> None:
 # Command line
 
 
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "diagnose",
-        help="roughness, perturbation bounds and diffusion–attention commutators of trained runs",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    sub = parser.add_subparsers(dest="diagnose_command", metavar="ACTION", required=True)
-    run = sub.add_parser(
-        "run",
-        help="diagnose trained runs of one task → one CSV (each run's rows also cached in its folder)",
-    )
-    run.add_argument(
-        "run_dirs",
-        nargs="+",
-        type=Path,
-        metavar="RUN_DIR",
-        help="run folders (metrics.json, model.safetensors)",
-    )
-    run.add_argument("--data", type=Path, required=True, help="the processed task folder the runs trained on")
-    run.add_argument("--out", type=Path, required=True, help="CSV of all their rows (written atomically)")
-    run.add_argument("--examples", type=int, default=32, help="first N validation examples (default 32)")
-    run.add_argument("--batch-size", type=int, default=8, help="examples per forward pass (default 8)")
-    run.add_argument(
-        "--amplification-examples",
-        type=int,
-        default=AMPLIFICATION_EXAMPLES,
-        help="the first N of those examples for the insertion effect on the logits and its amplification "
-        f"(a backward pass per class and insertion point; default {AMPLIFICATION_EXAMPLES}, 0: none)",
-    )
-    run.add_argument("--num-threads", type=int, default=None, help="torch CPU threads (default: torch's)")
-    run.set_defaults(func=_run)
-    table = sub.add_parser("table", help="concatenate per-run diagnostics.csv files into one table")
-    table.add_argument("tables", nargs="*", type=Path, help="per-run diagnostics.csv files")
-    table.add_argument("--out", type=Path, required=True, help="the combined CSV (atomically)")
-    table.set_defaults(func=_table)
-
-
-def _run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
+    """`pdelra diagnose run` (declared in pdelra.steps.cli)."""
     if args.examples < 1 or args.batch_size < 1:
         raise DiagnoseError("--examples and --batch-size must be ≥ 1")
     if args.amplification_examples < 0:
@@ -833,6 +716,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(args: argparse.Namespace) -> int:
+def table_command(args: argparse.Namespace) -> int:
+    """`pdelra diagnose table`."""
     write_table(args.tables, args.out)
     return 0

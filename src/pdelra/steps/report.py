@@ -35,17 +35,13 @@ from pdelra.results.build import AGGREGATE_TABLES, read_table
 from pdelra.results.claims import VERDICT_RULE, headline, what_would_decide
 from pdelra.runs import find_run_files
 from pdelra.steps.aggregate import aggregate
+from pdelra.steps.cli import DEFAULT_KERNEL, DEFAULT_NOTEBOOK
 from pdelra.steps.parts import PARTS
 
 # pandas, papermill and nbconvert are imported where they are used: seconds to import, and only the steps
 # that build a report need them.
 
 log = logging.getLogger(__name__)
-
-DEFAULT_NOTEBOOK = Path("workflow/notebooks/report.ipynb")
-DEFAULT_KERNEL = (
-    "pdelra"  # registered by `make venv` (python -m ipykernel install --sys-prefix --name pdelra)
-)
 
 
 class ReportError(UserError, RuntimeError):
@@ -358,7 +354,8 @@ def write_partial_tables(runs: Path, tables: Path) -> None:
         shutil.copyfile(data, tables / "data.csv")
 
 
-def _run(args: argparse.Namespace) -> int:
+def command(args: argparse.Namespace) -> int:
+    """`pdelra report` (declared in pdelra.steps.cli)."""
     if args.partial:
         if args.runs is None:
             raise ReportError("--partial needs --runs results/EXPERIMENT/runs (the runs finished so far)")
@@ -368,49 +365,3 @@ def _run(args: argparse.Namespace) -> int:
         raise ReportError("give --tables and --out (or --partial --runs DIR)")
     build_report(args.tables, args.out, args.notebook, args.kernel, args.experiment, args.timeout)
     return 0
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "report",
-        help="execute the report notebook on the result tables and render it to HTML",
-        description=(
-            "Execute the report notebook with papermill (explicit kernel) on the tables of "
-            "`pdelra aggregate`, then render it to HTML without code cells. OUT receives report.ipynb, "
-            "report.html, figures/*.png|pdf, tables/*.csv|md|tex (claims.csv: a verdict per claim of the "
-            "paper; the paper's tables beside ours) and index.html (verdicts first). OUT is replaced as a "
-            "whole once everything succeeded. With --partial --runs DIR it reports on the runs finished "
-            "so far (a grid still running), into DIR/../report-partial by default."
-        ),
-    )
-    parser.add_argument("--tables", type=Path, help="folder of runs.csv, main.csv, ... (aggregate)")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="report folder to (re)create (with --partial default: RUNS/../report-partial)",
-    )
-    parser.add_argument(
-        "--partial",
-        action="store_true",
-        help="report on the runs finished so far under --runs (aggregated into the report's own "
-        "source-tables/), without touching the workflow's tables or report",
-    )
-    parser.add_argument("--runs", type=Path, help="with --partial: results/EXPERIMENT/runs")
-    parser.add_argument(
-        "--notebook",
-        type=Path,
-        default=DEFAULT_NOTEBOOK,
-        help=f"notebook to execute (default: {DEFAULT_NOTEBOOK})",
-    )
-    parser.add_argument(
-        "--kernel",
-        default=DEFAULT_KERNEL,
-        help=f"Jupyter kernel to execute it with (default: {DEFAULT_KERNEL})",
-    )
-    parser.add_argument(
-        "--experiment", help="experiment name shown in the report (default: OUT's parent folder)"
-    )
-    parser.add_argument(
-        "--timeout", type=int, default=600, help="seconds a single notebook cell may run (default: 600)"
-    )
-    parser.set_defaults(func=_run)

@@ -28,14 +28,13 @@ from typing import TYPE_CHECKING, Any
 
 from pdelra.atomic import write_json_atomic
 from pdelra.errors import UserError
+from pdelra.steps.cli import ARTIFACTS
 
 if TYPE_CHECKING:
     from dvc.repo import Repo
 
 log = logging.getLogger(__name__)
 
-# The finished artifacts of one experiment folder (results/{experiment}/...), in the order they are produced.
-ARTIFACTS = ("runs", "tables", "report")
 RECORD_VERSION = 1
 
 
@@ -259,62 +258,6 @@ def _dvc_errors_are_user_errors(func):  # type: ignore[no-untyped-def]
     return run
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser(
-        "version",
-        help="version finished artifacts with DVC (add + push) and restore them (pull + snakemake --touch)",
-        description=__doc__.split("\n\n")[0],
-    )
-    sub = parser.add_subparsers(dest="version_command", metavar="ACTION", required=True)
-
-    add = sub.add_parser(
-        "add",
-        help="dvc add an experiment's runs/, tables/ and report/ folders and push them",
-        description=(
-            "Record the finished artifacts of one experiment folder with `dvc add` (one .dvc file per "
-            "folder), push them to --remote or to the DVC project's default remote when one is set, and "
-            "write a JSON record "
-            "(paths, md5s, file counts, remote) to --out. Commit the .dvc files with git afterwards."
-        ),
-    )
-    add.add_argument("experiment_dir", metavar="EXPERIMENT_DIR", help="results/{experiment}")
-    add.add_argument(
-        "--out", required=True, help="the JSON record to write (e.g. results/{experiment}/versioned.json)"
-    )
-    add.add_argument(
-        "--remote", help="DVC remote name to push to (default: the project's default remote, if any)"
-    )
-    add.add_argument("--no-push", action="store_true", help="only record in the local DVC cache")
-    add.add_argument(
-        "--artifact",
-        action="append",
-        default=None,
-        metavar="NAME",
-        help=f"a sub-folder to version (repeatable; default: {', '.join(ARTIFACTS)})",
-    )
-    add.set_defaults(func=_dvc_errors_are_user_errors(_cmd_add))
-
-    rst = sub.add_parser(
-        "restore",
-        help="dvc pull, then snakemake --touch so the pulled results are not recomputed",
-        description=(
-            "Fetch versioned artifacts with `dvc pull` and then run `snakemake --touch` in the current "
-            "directory, because DVC does not keep modification times and Snakemake would otherwise rerun "
-            "jobs whose inputs "
-            "look newer than their outputs. Inputs that are not versioned (processed data) must exist first: "
-            "regenerate them, then run restore (or `snakemake --touch`) again. Example: "
-            "`pdelra version restore --snakemake-args '--configfile config/demo.yaml'`."
-        ),
-    )
-    rst.add_argument(
-        "targets", nargs="*", metavar="TARGET", help=".dvc files or tracked paths (default: all)"
-    )
-    rst.add_argument("--remote", help="DVC remote name to pull from (default: the project's default remote)")
-    rst.add_argument("--no-touch", action="store_true", help="only dvc pull; leave timestamps as they are")
-    rst.add_argument(
-        "--snakemake-args",
-        default="",
-        metavar="ARGS",
-        help="extra arguments for `snakemake --touch`, as one shell-quoted string (e.g. '--configfile F')",
-    )
-    rst.set_defaults(func=_dvc_errors_are_user_errors(_cmd_restore))
+# The handlers of `pdelra version add` and `pdelra version restore` (declared in pdelra.steps.cli).
+add_command = _dvc_errors_are_user_errors(_cmd_add)
+restore_command = _dvc_errors_are_user_errors(_cmd_restore)

@@ -1,0 +1,176 @@
+"""The subcommands that read a workflow config before it runs: `config check` and `plan`.
+
+Only argparse here: each handler is imported when its command runs (pdelra.planning.config_check,
+pdelra.planning.plan, which imports torch to calibrate). The defaults the help shows live here and the
+implementations import them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+# `pdelra plan`
+DEFAULT_RETRIES = 2  # `retries` of profiles/slurm/profile.yaml when it cannot be read
+SLURM_PROFILE = Path("profiles/slurm/profile.yaml")
+CACHE_NAME = "plan/calibration.json"  # under results/{experiment}
+
+CONFIG_DESCRIPTION = """\
+`pdelra config check FILE ...`: every check the workflow makes of a config, in plain words, up front.
+
+`config_problems` is the one check: the workflow (workflow/rules/common.smk) calls it on the config it is
+given and refuses to start on any problem, and this command calls it on each FILE, so "valid" here means
+the workflow accepts the config. It covers the schema (every violation, with its key path), then what the
+schema cannot see: grids named in run_grids exist and their tasks are configured, setting names mean one
+thing, every selected run's model (and the LM's) can be built as configured, n_heads divides d_model,
+generation settings can be met, and real data has its downloads. What this command adds is the line of a
+YAML syntax error in a `--configfile`: Snakemake reads that file before the workflow starts and says only
+"Config file is not valid JSON or YAML". Exit 1 if any FILE has a problem.
+"""
+
+PLAN_DESCRIPTION = """\
+`pdelra plan CONFIG`: what a workflow config will cost before it runs.
+
+The jobs are the workflow's own (pdelra.planning.experiment, the expansion workflow/rules/common.smk uses):
+every training rule's jobs (`train`/`train_pack`: the LRA runs of every grid in `run_grids`; `lm_train`:
+PhysQK-AD's LM; `cta_official_train`, `cta_lm_train`: Continuous-Time Attention's own), and the other jobs
+(data, diagnostics, tables, report, DVC) counted per rule. Per training rule and task: jobs, those already
+finished (their metrics.json exists: the workflow will not run them again), the planned optimizer steps per
+job (ceil(n_train / batch_size) × max_epochs, capped by max_steps, with each run's own setting: an upper
+bound, since early stopping may end a run sooner), step time, device-hours in all and still to go, the
+attempts a job needs within its `runtime`, peak memory and whether it needs micro-batching
+(`train.micro_batch_size`) on this device, disk, and padding tokens ÷ real tokens without and with
+length-bucketed batches (`train.length_buckets`). In total: device-hours and the wall-clock of the jobs to go
+on `--gpus N`.
+
+Where the numbers come from (each is labelled in the output):
+- example counts: the processed data's manifest (`data.processed_dir/{task}/manifest.json`) when present
+  (`manifest`), else the config's `data.generate` sizes for generated data (`config`), else the Long Range
+  Arena's published split sizes for real data (`published`);
+- a job's time, best first: its own finished runs' `wall_time_s` (`finished`; a pack's runs side by side:
+  the longest); the finished runs of its grid cell (rule folder, task, variant, scale, setting) under
+  `results/{experiment}` (`runs`: their median `median_step_time_s` × the planned steps, or their median
+  wall time where the steps are unknown, as for the LM and Continuous-Time Attention's own runs); a
+  calibration on this device (`calibrated`, LRA tasks only): a few timed forward + backward + AdamW steps of
+  the task's baseline model on random tokens at the task's max_length, at the job's batch size or, when
+  that is too slow or does not fit, at a smaller batch scaled up linearly; else the job's requested
+  `runtime` (`requested`), a bound, not an estimate. Every calibrated sequence is at max_length: an upper
+  bound where batches are trimmed to their longest. Diffusion variants cost 1-6 % more than the baseline
+  (`pdelra bench train-step`), CTA variants more with more pseudo-time steps; the calibration times the
+  baseline only. Calibrations are kept in `results/{experiment}/plan/calibration.json`, keyed by the task's
+  model, batch and data shape, the code, torch and the device, and reused (`--no-cache`: time afresh).
+  With `--device auto` on a machine without CUDA, the tasks whose jobs ask for a GPU are not timed on the
+  CPU (minutes, and nothing a GPU's time can be read from): they count at their runtime, and the output
+  says how to time them (on a GPU node, or `--device cpu`);
+- evaluation: each epoch evaluates the validation split, at one third of a training step's cost per
+  example (forward only), plus one test pass per job;
+- wall-clock: the makespan of a greedy longest-job-first list schedule of the jobs' estimated times on
+  N GPUs (each job on its `gpu` count of them), the standard estimate (within 4/3 of the best schedule).
+  A job longer than its `runtime` is stopped at the limit and resumes from its checkpoint on the retry,
+  which asks for attempt × runtime, at most `cluster.max_runtime` (a pack: K runs' runtime / pack_gain,
+  as the workflow asks Slurm): it needs the attempts shown, and with more than
+  retries + 1 it fails (listed), its time then counted up to its last attempt. Queueing, data preparation
+  and the report are not included;
+- disk: per job metrics.json (~50 kB) and model.safetensors (4 bytes per parameter); while a job trains,
+  its checkpoint (weights, AdamW moments, best weights: 16 bytes per parameter);
+- padding: from the processed length arrays (so only with a manifest), over one epoch of the job's batch
+  size, with the task's `train.length_buckets` or, where it is off, REFERENCE_BUCKETS buckets.
+"""
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    register_config(subparsers)
+    register_plan(subparsers)
+
+
+def register_config(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "config",
+        help="check config files as the workflow does (YAML syntax with its line, schema, grids, models)",
+        description=CONFIG_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    sub = parser.add_subparsers(dest="config_command", metavar="ACTION", required=True)
+    check = sub.add_parser(
+        "check",
+        help="every problem of each FILE the workflow would refuse (YAML syntax with FILE:LINE:COLUMN)",
+    )
+    check.add_argument("files", nargs="+", type=Path, metavar="FILE", help="config files (YAML)")
+    check.set_defaults(handler="pdelra.planning.config_check:check_command")
+
+
+def register_plan(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "plan",
+        help="jobs, optimizer steps, device-hours, wall-clock, disk and peak memory a config will cost",
+        description=PLAN_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("config", type=Path, help="workflow config (e.g. config/config.yaml)")
+    add_cost_arguments(parser)
+    parser.set_defaults(handler="pdelra.planning.plan:run")
+
+
+def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
+    """The options of the cost plan (the default action of `pdelra plan`)."""
+    parser.add_argument(
+        "--device",
+        default="auto",
+        help="where to calibrate: cuda, cpu, or auto (cuda when available; without it the tasks whose jobs "
+        "ask for a GPU are not timed on the CPU)",
+    )
+    parser.add_argument(
+        "--gpus", type=int, default=1, help="training jobs at a time (GPUs they share), for the wall-clock"
+    )
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=None,
+        help=f"resubmissions of a job that ran out of time (default: `retries` of {SLURM_PROFILE}, else "
+        f"{DEFAULT_RETRIES})",
+    )
+    parser.add_argument(
+        "--steps",
+        type=int,
+        default=None,
+        help="timed calibration steps per task, after one warm-up (default: 3 on a GPU, 1 on the CPU)",
+    )
+    parser.add_argument(
+        "--max-calibration-batch",
+        type=int,
+        default=None,
+        help="time at most this many examples per step, scaled up linearly (default: 1 on the CPU, all on "
+        "a GPU)",
+    )
+    parser.add_argument(
+        "--no-calibration", action="store_true", help="jobs and steps only (and finished runs' times)"
+    )
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=None,
+        help="results/{experiment} folder with finished runs (default: that of the config's experiment)",
+    )
+    parser.add_argument(
+        "--no-cache",
+        action="store_true",
+        help=f"calibrate afresh (default: reuse the calibrations in RESULTS/{CACHE_NAME} made with the "
+        "same model, batch, code, torch and device, and add new ones to it)",
+    )
+    parser.add_argument("--threads", type=int, default=None, help="torch threads for the CPU calibration")
+    parser.add_argument("--json", type=Path, default=None, help="also write the plan to this JSON file")
+    parser.add_argument(
+        "--power",
+        action="store_true",
+        help="also: the seeds each paper claim needs for 80 %% power at the paper's effect (at its planned "
+        "Holm level), from a pilot's spread (--tables) or the paper's Table 15, and what 3-20 seeds cost in "
+        "GPU-hours of the LRA training jobs (pdelra.results.seeds)",
+    )
+    parser.add_argument(
+        "--tables",
+        type=Path,
+        default=None,
+        metavar="PILOT",
+        help="with --power: a pilot's tables folder (its runs.csv): each task's run-to-run spread from its "
+        "runs where they make a usable design, else Table 15's",
+    )
