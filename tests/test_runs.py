@@ -6,9 +6,14 @@ from pathlib import Path
 
 import pytest
 
+from pdelra.nn.model import SCALES, VARIANTS, ModelConfig
 from pdelra.runs import (
     BASE_SETTING,
+    BASELINE,
+    MAIN_SCALE,
+    MULTI_SCALE,
     RUN_KEYS,
+    SCALE_ORDER,
     RunPathError,
     find_run_files,
     grid_settings,
@@ -66,3 +71,12 @@ def test_one_setting_name_means_one_thing_across_grids() -> None:
     assert set(merge_settings(grids, ["a", "b", "main"])) == {"steps1", BASE_SETTING}
     with pytest.raises(ValueError, match=r"setting 'steps1' is declared by grids\.a and grids\.c"):
         merge_settings(grids, ["a", "c"])
+
+
+def test_the_run_vocabulary_names_what_the_model_defines() -> None:
+    # The steps read these names from pdelra.runs (no torch); the model defines what they mean.
+    assert VARIANTS[BASELINE] == {}  # the baseline has no operator at any point
+    assert tuple(SCALES) == SCALE_ORDER and {MAIN_SCALE, MULTI_SCALE} <= set(SCALES)
+    assert SCALES[MAIN_SCALE] == (1,) and SCALES[MULTI_SCALE] == (1, 2, 4)
+    config = ModelConfig(vocab_size=4, num_classes=2, max_length=8)
+    assert (config.variant, config.scale) == (BASELINE, MAIN_SCALE)  # a config's defaults are the baseline

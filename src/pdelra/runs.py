@@ -19,7 +19,14 @@ from pathlib import Path
 from typing import Any
 
 RUN_KEYS = ("task", "variant", "scale", "setting", "seed")
-BASE_SETTING = "base"
+
+# The run vocabulary: the values of those keys and of a run's status that the steps single out by name.
+BASELINE = "none"  # the variant without an operator (the row of pdelra.nn.model.VARIANTS with no points)
+SCALE_ORDER = ("h1", "h2", "h4", "multi")  # pdelra.nn.model.SCALES, in the paper's order (step size h)
+MAIN_SCALE = "h1"  # h = 1: every table but the multi-scale ones
+MULTI_SCALE = "multi"  # h = 1, 2 and 4 together (Table 12)
+BASE_SETTING = "base"  # the setting of a grid without `settings` (no overrides)
+COMPLETED, DIVERGED = "completed", "diverged"  # a run's metrics.json `status` (pdelra.training.runner)
 
 # Setting names appear in paths, wildcards and table cells: one path component of plain characters.
 SETTING_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")

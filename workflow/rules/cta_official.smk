@@ -16,12 +16,12 @@ CTA = config.get("cta_official")
 CTA_RESULTS = f"{RESULTS}/cta_official"
 CTA_PROCESSED = f"{PROCESSED}/{cta_grid.PROCESSED_DIR}"
 CTA_PATTERN = run_layout.RUN_PATTERN.format(
-    task="{cta_task}", variant="{cta_variant}", scale=cta_grid.SCALE, setting="base", seed="{seed}"
+    task="{cta_task}", variant="{cta_variant}", scale=run_layout.MAIN_SCALE, setting=run_layout.BASE_SETTING, seed="{seed}"
 )
 # The WikiText-103 LM's runs: task wikitext103, a setting per ablation (pdelra.cta_official.grid.lm_runs).
 CTA_LM = cta_grid.lm_section(CTA)
 CTA_LM_PATTERN = run_layout.RUN_PATTERN.format(
-    task=cta_grid.LM_TASK, variant="{cta_variant}", scale=cta_grid.SCALE, setting="{cta_lm_setting}", seed="{seed}"
+    task=cta_grid.LM_TASK, variant="{cta_variant}", scale=run_layout.MAIN_SCALE, setting="{cta_lm_setting}", seed="{seed}"
 )
 CTA_METRICS = [
     f"{CTA_RESULTS}/runs/{CTA_PATTERN.format(cta_task=task, cta_variant=variant, seed=seed)}/metrics.json"

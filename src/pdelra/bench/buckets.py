@@ -15,6 +15,7 @@ from typing import Any
 from pdelra.atomic import write_json_atomic
 from pdelra.bench.train_step import _resolve_device, _timer
 from pdelra.nn.model import LRAClassifier, ModelConfig
+from pdelra.runs import BASELINE, MAIN_SCALE
 from pdelra.training import batches as B
 
 log = logging.getLogger(__name__)
@@ -56,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
         n_layers=args.n_layers,
         n_heads=args.n_heads,
         d_mlp=args.d_mlp,
-        variant="none",
-        scale="h1",
+        variant=BASELINE,
+        scale=MAIN_SCALE,
     )
     torch.manual_seed(args.seed)
     model = LRAClassifier(cfg).to(device).train()

@@ -18,6 +18,7 @@ from pdelra.bench.cli import TRAIN_STEP_DESCRIPTION, add_train_step_arguments
 from pdelra.nn.model import SCALES, VARIANTS, LRAClassifier, ModelConfig
 from pdelra.nn.ops import DiffusionLayer
 from pdelra.paper import POSITIONS
+from pdelra.runs import BASELINE, MAIN_SCALE
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +147,7 @@ def _bench_length(args: argparse.Namespace, device: Any, length: int) -> list[di
     batch = (tokens.to(device), lengths.to(device), labels.to(device))
 
     cases = [(v, s, p) for v in args.variants for s in args.scales for p in args.paths]
-    baseline = _train_step(args, device, batch, "none", "h1")
+    baseline = _train_step(args, device, batch, BASELINE, MAIN_SCALE)
     steps = {case: _train_step(args, device, batch, *case) for case in cases}
     layers = {(s, p): _layer_alone(args, device, batch, s, p) for s in args.scales for p in args.paths}
     ratios: dict[tuple[str, str, str], list[float]] = {case: [] for case in cases}
@@ -215,7 +216,7 @@ def run(args: argparse.Namespace) -> int:
     import torch
 
     for name in args.variants:
-        if name not in VARIANTS or name == "none":
+        if name not in VARIANTS or name == BASELINE:
             raise SystemExit(
                 f"--variants: {name!r} is not a diffusion variant; choose from {', '.join(VARIANTS)}"
             )

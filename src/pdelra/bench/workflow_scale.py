@@ -22,7 +22,7 @@ from typing import Any
 
 from pdelra.bench.args import positive_int
 from pdelra.nn.model import SCALES, VARIANTS
-from pdelra.runs import run_dir
+from pdelra.runs import BASE_SETTING, COMPLETED, run_dir
 
 WORKFLOW_PATHS = ("Snakefile", "workflow", "config", "envs", "profiles")
 MAX_ARG_STRLEN = 128 * 1024  # Linux: one argv string (bash -c "<command>") may not exceed this
@@ -136,9 +136,9 @@ def _metrics(task: str, variant: str, scale: str, seed: int, rng: random.Random)
         for e in range(1, 51)
     ]  # fmt: skip
     return {
-        "schema_version": 1, "task": task, "variant": variant, "scale": scale, "setting": "base",
+        "schema_version": 1, "task": task, "variant": variant, "scale": scale, "setting": BASE_SETTING,
         "seed": seed,
-        "status": "completed", "diverged_at_step": None, "stop_reason": "max_epochs",
+        "status": COMPLETED, "diverged_at_step": None, "stop_reason": "max_epochs",
         "test_accuracy": rng.random(), "test_loss": rng.random(), "best_val_accuracy": rng.random(),
         "best_epoch": 50, "epochs_run": 50, "steps_run": 5000, "steps_per_epoch": 100, "planned_steps": 5000,
         "stopped_early": False, "history": history, "parameter_count": 1_000_000,
@@ -160,7 +160,7 @@ def aggregate_many(repo: Path, work: Path, runs: int) -> dict[str, Any]:
         for variant in grid["variants"]:
             for scale in grid["scales"]:
                 for seed in grid["seeds"]:
-                    folder = run_dir(root, task, variant, scale, "base", seed)
+                    folder = run_dir(root, task, variant, scale, BASE_SETTING, seed)
                     folder.mkdir(parents=True, exist_ok=True)
                     text = json.dumps(_metrics(task, variant, scale, seed, rng), indent=2)
                     (folder / "metrics.json").write_text(text)

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pdelra import paper
 from pdelra.atomic import write_csv_atomic
 from pdelra.cta_official.grid import LM_PDE, LM_TASK, OFFICIAL_LM_STEPS, TABLES, steps_setting
-from pdelra.runs import RUN_KEYS
+from pdelra.runs import BASELINE, COMPLETED, RUN_KEYS
 from pdelra.steps.aggregate import RUN_COLUMNS, MetricsError, read_run
 
 if TYPE_CHECKING:
@@ -24,7 +24,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COMPLETED = "completed"
 # The LM's columns of cta_official_runs.csv, read from its metrics.json (pdelra.cta_official.lm).
 LM_COLUMNS = ("best_val_perplexity", "test_perplexity", "final_val_perplexity", "data_fraction")
 LM_TABLE_COLUMNS = (
@@ -93,7 +92,7 @@ def ablations(variant: str, setting: str, official_steps: int = OFFICIAL_LM_STEP
     official = steps_setting(official_steps)
     if setting.startswith("data"):
         return ["data size"]
-    if variant == "none":
+    if variant == BASELINE:
         return ["standard vs PDE"]
     if variant == LM_PDE:
         return ["standard vs PDE", "steps", "type"] if setting == official else ["steps"]
@@ -131,7 +130,7 @@ def summarise_lm(runs: pd.DataFrame | None, official_steps: int = OFFICIAL_LM_ST
             cell = {
                 "variant": variant,
                 "setting": setting,
-                "cta_steps": int(steps.iloc[0]) if variant != "none" and len(steps) else math.nan,
+                "cta_steps": int(steps.iloc[0]) if variant != BASELINE and len(steps) else math.nan,
                 "data_fraction": float(fraction.iloc[0]) if len(fraction) else 1.0,
                 "n_runs": len(group),
                 "n": len(best),

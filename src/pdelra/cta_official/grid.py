@@ -31,11 +31,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from pdelra import paper
-from pdelra.runs import BASE_SETTING
+from pdelra.runs import BASE_SETTING, BASELINE, MAIN_SCALE
 
 Run = tuple[str, str, str, str, int]  # (task, variant, scale, setting, seed): pdelra.runs.RUN_KEYS
 
-SCALE = "h1"
 RUNS_DIR = "cta_official/runs"  # under results/{experiment}
 PROCESSED_DIR = "cta_official"  # under data.processed_dir: one folder per task
 # The classification tasks of `pdelra preprocess-cta` (pdelra.data.cta.TASKS without the LM's wikitext103).
@@ -43,7 +42,7 @@ TASKS = ("imdb", "agnews", "sst2", "imdb_char")
 # The official baseline and the official PDE rows (pdelra.nn.cta_official.OFFICIAL_VARIANTS; a test keeps
 # them equal: that module imports torch).
 VARIANTS = (
-    "none",
+    BASELINE,
     "cta_official_diffusion",
     "cta_official_wave",
     "cta_official_reaction_diffusion",
@@ -122,13 +121,15 @@ def lm_runs(section: Mapping[str, Any] | None) -> list[Run]:
     if not lm:
         return []
     official = steps_setting(lm["pde_steps"])
-    cells = {("none", BASE_SETTING)}
+    cells = {(BASELINE, BASE_SETTING)}
     cells |= {(LM_PDE, steps_setting(n)) for n in {*lm["steps"], lm["pde_steps"]}}
     cells |= {(variant, official) for variant in lm["types"]}
     for fraction in lm["data_sizes"]:
-        cells |= {("none", data_setting(fraction)), (LM_PDE, data_setting(fraction))}
+        cells |= {(BASELINE, data_setting(fraction)), (LM_PDE, data_setting(fraction))}
     seeds = [int(seed) for seed in section["seeds"]]
-    return sorted((LM_TASK, variant, SCALE, setting, seed) for variant, setting in cells for seed in seeds)
+    return sorted(
+        (LM_TASK, variant, MAIN_SCALE, setting, seed) for variant, setting in cells for seed in seeds
+    )
 
 
 def lm_run_config(section: Mapping[str, Any], variant: str, setting: str, seed: int | str) -> dict[str, Any]:
@@ -145,7 +146,7 @@ def lm_run_config(section: Mapping[str, Any], variant: str, setting: str, seed: 
     return {
         "task": LM_TASK,
         "variant": variant,
-        "scale": SCALE,
+        "scale": MAIN_SCALE,
         "setting": setting,
         "seed": int(seed),
         "model": {**lm["model"], "cta_steps": steps},
@@ -158,7 +159,7 @@ def runs(section: Mapping[str, Any] | None) -> list[Run]:
     if not section:
         return []
     return sorted(
-        (task, variant, SCALE, BASE_SETTING, int(seed))
+        (task, variant, MAIN_SCALE, BASE_SETTING, int(seed))
         for task in section["tasks"]
         for variant in section["variants"]
         for seed in section["seeds"]
@@ -175,7 +176,7 @@ def run_config(section: Mapping[str, Any], task: str, variant: str, seed: int | 
     return {
         "task": task,
         "variant": variant,
-        "scale": SCALE,
+        "scale": MAIN_SCALE,
         "setting": BASE_SETTING,
         "seed": int(seed),
         "model": merged(section, "model", task),

@@ -29,6 +29,7 @@ from pdelra.planning import experiment
 from pdelra.planning.cli import CACHE_NAME, DEFAULT_RETRIES, SLURM_PROFILE
 from pdelra.planning.config_check import file_problems, with_defaults
 from pdelra.results import seeds
+from pdelra.runs import BASELINE, MAIN_SCALE
 from pdelra.training import batches as B
 from pdelra.training.schedule import planned_steps
 
@@ -237,8 +238,8 @@ def calibrate(
         vocab_size=int(data["vocab_size"]),
         num_classes=int(data["num_classes"]),
         max_length=int(data["max_length"]),
-        variant="none",
-        scale="h1",
+        variant=BASELINE,
+        scale=MAIN_SCALE,
         two_tower=task == "retrieval",
         **keys,
     )

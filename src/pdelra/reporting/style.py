@@ -10,16 +10,19 @@ from typing import Any
 
 from pdelra import paper
 from pdelra.reporting.io import MISSING
+from pdelra.runs import SCALE_ORDER
 
 # ----------------------------------------------------------------------------------------------------
 # Labels and order, from the paper
 # ----------------------------------------------------------------------------------------------------
 VARIANT_LABELS = paper.VARIANT_LABELS
 TASK_LABELS = paper.TASK_LABELS
-SCALE_LABELS = {"h1": "Fast (h=1)", "h2": "Medium (h=2)", "h4": "Slow (h=4)", "multi": "Multi-scale"}
+SCALE_LABELS = dict(
+    zip(SCALE_ORDER, ("Fast (h=1)", "Medium (h=2)", "Slow (h=4)", "Multi-scale"), strict=True)
+)
 STENCIL_LABELS = {"unit": "eq. 6 (unit)", "inverse_h2": "eq. 11 (1/h²)", "paper": "paper Table 16"}
 TASKS = paper.TASKS  # the paper's task order (Table 10's columns)
-SCALES = tuple(SCALE_LABELS)
+SCALES = SCALE_ORDER
 VARIANTS = tuple(paper.TABLE10)  # the baseline, then the seven positions in Table 10's order
 AVERAGE = "average"
 

@@ -108,15 +108,13 @@ from pdelra.results.design import TaskNoise, task_noise
 from pdelra.results.power import DegreesOfFreedom
 from pdelra.results.stats import ALPHA
 from pdelra.results.verdict_rule import VERDICT_RULE  # noqa: F401  (its readers import it from here)
+from pdelra.runs import BASE_SETTING, BASELINE, COMPLETED, DIVERGED, MAIN_SCALE
 
 if TYPE_CHECKING:
     import pandas as pd
 
 log = logging.getLogger(__name__)
 
-BASE_SETTING = "base"  # pdelra.runs.BASE_SETTING (this module stays free of the runs layout)
-COMPLETED = "completed"
-DIVERGED = "diverged"
 ACCURACY = "test_accuracy"
 # A diverged run counts against its method: at chance accuracy, 1 / classes (ListOps and Image: 10 classes;
 # Text, Retrieval, Pathfinder: 2; CTA's own tasks: IMDb, SST-2 2, AG News 4).
@@ -132,7 +130,7 @@ CHANCE_ACCURACY = {
     "agnews": 0.25,
 }
 COST_UNIT = "pp of step time"
-DESIGN_VARIANTS = frozenset(("none", *paper.POSITIONS))  # the cells whose runs pool one task's noise
+DESIGN_VARIANTS = frozenset((BASELINE, *paper.POSITIONS))  # the cells whose runs pool one task's noise
 # A paper Δ within this margin is "no difference", and a no-difference claim is reproduced when our 95 %
 # interval lies inside it: one threshold for both (1 percentage point of accuracy).
 EQUIVALENCE_MARGIN = 0.01
@@ -195,13 +193,15 @@ class Cell:
     """One configuration of the grid: variant at a diffusion scale under a grid setting."""
 
     variant: str
-    scale: str = "h1"
+    scale: str = MAIN_SCALE
     setting: str = BASE_SETTING
 
     def label(self) -> str:
         name = paper.VARIANT_LABELS.get(self.variant, self.variant)
         extra = [
-            s for s in (self.scale if self.scale != "h1" else "", self.setting) if s and s != BASE_SETTING
+            s
+            for s in (self.scale if self.scale != MAIN_SCALE else "", self.setting)
+            if s and s != BASE_SETTING
         ]
         return f"{name} ({', '.join(extra)})" if extra else name
 
@@ -549,7 +549,7 @@ def compare(index: RunIndex, a: Cells, b: Cells, metric: Metric, sign: float = 1
     for cell, w in [*_weights(a, sign).items(), *_weights(b, -sign).items()]:
         weights[cell] = weights.get(cell, 0.0) + w
     if missing:
-        nan = stats.Estimate(math.nan, math.nan, math.nan, 0, "none")
+        nan = stats.Estimate(math.nan, math.nan, math.nan, 0, BASELINE)
         return Comparison(nan, math.nan, DegreesOfFreedom(1.0), reference, notes, devices, missing)
     tasks = metric.tasks
     pooled = metric.column == ACCURACY and metric.overhead_vs is None

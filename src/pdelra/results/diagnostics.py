@@ -54,13 +54,11 @@ from typing import TYPE_CHECKING
 
 from pdelra.paper import POSITIONS
 from pdelra.results import stats
+from pdelra.runs import BASE_SETTING, BASELINE, COMPLETED, MAIN_SCALE
 
 if TYPE_CHECKING:
     import pandas as pd
 
-BASELINE = "none"
-BASE_SETTING = "base"
-MAIN_SCALE = "h1"
 FAMILY = "diagnostics"
 SOURCE = "revised abstract"
 RESAMPLES = 9999
@@ -250,7 +248,7 @@ def mechanism_points(diagnostics: pd.DataFrame, runs: pd.DataFrame | None) -> pd
     columns = ["task", "variant", "scale", *PREDICTORS, "gain", "seeds"]
     if runs is None or runs.empty or diagnostics.empty:
         return pd.DataFrame(columns=columns)
-    done = runs[(runs["status"] == "completed") & runs["test_accuracy"].notna()]
+    done = runs[(runs["status"] == COMPLETED) & runs["test_accuracy"].notna()]
     done = done[done["setting"] == BASE_SETTING]
     predictors = per_run(diagnostics)
     # The claim is about the paper's seven positions: a related system's or a config's own variant is no

@@ -39,16 +39,13 @@ from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
 from pdelra.results.stats import Estimate, one_sample, paired
+from pdelra.runs import BASE_SETTING, BASELINE, COMPLETED, MAIN_SCALE
 
 if TYPE_CHECKING:
     import pandas as pd
 
-BASE = "base"
-COMPLETED = "completed"
 MHA = "mha"
 AD = "physqk_ad"
-BASELINE = "none"
-BASELINE_SCALE = "h1"
 CONDITIONS = (MHA, "physqk", AD)  # display order
 CTA_TYPES = ("cta_diffusion", "cta_wave", "cta_reaction_diffusion", "cta_advection_diffusion")
 O_L2 = frozenset({"cta_reaction_diffusion"})  # materialises the L × L attention matrix
@@ -131,9 +128,9 @@ CTA_COLUMNS = (
 # The rows of cta_operator_comparison: (system, variant, setting, backbone, baseline variant), display order.
 OFFICIAL_SETTING = "official"  # grid cta_lra: model.backbone official_cta
 OPERATOR_ROWS = (
-    ("pre-LN baseline", BASELINE, BASE, "pdelra"),
-    ("After Attention diffusion (PDE-Transformer)", "after_attention", BASE, "pdelra"),
-    ("attention-row CTA (our reading of the abstract)", "cta_diffusion", BASE, "pdelra"),
+    ("pre-LN baseline", BASELINE, BASE_SETTING, "pdelra"),
+    ("After Attention diffusion (PDE-Transformer)", "after_attention", BASE_SETTING, "pdelra"),
+    ("attention-row CTA (our reading of the abstract)", "cta_diffusion", BASE_SETTING, "pdelra"),
     ("official backbone, no PDE", BASELINE, OFFICIAL_SETTING, "official_cta"),
     (
         "official operator: diffusion after each layer",
@@ -186,7 +183,7 @@ def _present(table: pd.DataFrame | None, *columns: str) -> bool:
 
 def _with_setting(table: pd.DataFrame) -> pd.DataFrame:
     """Tables written before grid settings existed have no `setting` column: every run was `base`."""
-    return table if "setting" in table.columns else table.assign(setting=BASE)
+    return table if "setting" in table.columns else table.assign(setting=BASE_SETTING)
 
 
 def _completed(runs: pd.DataFrame, column: str) -> pd.DataFrame:
@@ -217,7 +214,7 @@ def _largest(rows: pd.DataFrame, column: str) -> float:
 
 def pseudo_time_steps(setting: str) -> float:
     """A CTA grid setting's pseudo-time steps: `stepsN` → N, `base` → the model's default; NaN otherwise."""
-    if setting == BASE:
+    if setting == BASE_SETTING:
         return float(DEFAULT_CTA_STEPS)
     match = re.fullmatch(r"steps(\d+)", str(setting))
     return float(match.group(1)) if match else math.nan
@@ -241,7 +238,7 @@ def lm_eval_table(lm_runs: pd.DataFrame | None) -> pd.DataFrame:
     if not _present(lm_runs, *LM_RUN_COLUMNS):
         return _frame([], LM_EVAL_COLUMNS)
     assert lm_runs is not None
-    base = lm_runs[lm_runs["setting"] == BASE]
+    base = lm_runs[lm_runs["setting"] == BASE_SETTING]
     done = _completed(base, "test_loss_nats")
     rows = []
     for (task, scale, variant), group in base.groupby(["task", "scale", "variant"], sort=False):
@@ -281,7 +278,7 @@ def ablation_table(lm_runs: pd.DataFrame | None) -> pd.DataFrame:
     rows = []
     for (task, scale, setting), group in ad.groupby(["task", "scale", "setting"], sort=True):
         same = done[(done["task"] == task) & (done["scale"] == scale)]
-        own, joint = same[same["setting"] == setting], same[same["setting"] == BASE]
+        own, joint = same[same["setting"] == setting], same[same["setting"] == BASE_SETTING]
         loss = one_sample(own["test_loss_nats"].tolist())
         row = {
             "task": task,
@@ -291,14 +288,14 @@ def ablation_table(lm_runs: pd.DataFrame | None) -> pd.DataFrame:
             "n_runs": len(group),
             **_columns("loss_nats", loss),
             **_no_difference("delta_vs_joint_nats"),
-            "paper_delta_nats_low": math.nan if setting == BASE else low,
-            "paper_delta_nats_high": math.nan if setting == BASE else high,
+            "paper_delta_nats_low": math.nan if setting == BASE_SETTING else low,
+            "paper_delta_nats_high": math.nan if setting == BASE_SETTING else high,
         }
-        if setting != BASE and len(joint):
+        if setting != BASE_SETTING and len(joint):
             row |= _difference("delta_vs_joint_nats", own, joint, "test_loss_nats")
         rows.append(row)
     table = _frame(rows, ABLATION_COLUMNS)
-    return _sorted(table, ["task", "scale", "setting"], {"setting": lambda s: (s != BASE, s)})
+    return _sorted(table, ["task", "scale", "setting"], {"setting": lambda s: (s != BASE_SETTING, s)})
 
 
 def final_layers(dynamics: pd.DataFrame) -> pd.DataFrame:
@@ -340,7 +337,7 @@ def layer_table(dynamics: pd.DataFrame | None) -> pd.DataFrame:
     for row in rows:
         row["final_step"] = int(steps[tuple(row[k] for k in LAYER_KEYS)])
     table = _frame(rows, LAYER_COLUMNS)
-    return _sorted(table, list(LAYER_KEYS), {"setting": lambda s: (s != BASE, s)})
+    return _sorted(table, list(LAYER_KEYS), {"setting": lambda s: (s != BASE_SETTING, s)})
 
 
 def layer_trajectory_table(dynamics: pd.DataFrame | None) -> pd.DataFrame:
@@ -349,7 +346,7 @@ def layer_trajectory_table(dynamics: pd.DataFrame | None) -> pd.DataFrame:
     if ad is None or ad.empty:
         return _frame([], TRAJECTORY_COLUMNS)
     table = _frame(_layer_rows(ad, [*LAYER_KEYS, "step"]), TRAJECTORY_COLUMNS)
-    return _sorted(table, [*LAYER_KEYS, "step"], {"setting": lambda s: (s != BASE, s)})
+    return _sorted(table, [*LAYER_KEYS, "step"], {"setting": lambda s: (s != BASE_SETTING, s)})
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -361,7 +358,9 @@ def _cta_tasks(table: pd.DataFrame) -> set[str]:
 
 
 def _is_baseline(table: pd.DataFrame) -> pd.Series:
-    return (table["variant"] == BASELINE) & (table["scale"] == BASELINE_SCALE) & (table["setting"] == BASE)
+    return (
+        (table["variant"] == BASELINE) & (table["scale"] == MAIN_SCALE) & (table["setting"] == BASE_SETTING)
+    )
 
 
 def _cta_order(table: pd.DataFrame) -> pd.DataFrame:
@@ -438,7 +437,7 @@ def cta_operator_table(runs: pd.DataFrame | None) -> pd.DataFrame:
         return _frame([], OPERATOR_COLUMNS)
     assert runs is not None
     runs = _with_setting(runs)
-    runs = runs[runs["scale"] == BASELINE_SCALE]
+    runs = runs[runs["scale"] == MAIN_SCALE]
     done = _completed(runs, "test_accuracy")
     tasks = [t for t in paper.TASKS if ((runs["task"] == t) & (runs["setting"] == OFFICIAL_SETTING)).any()]
     rows = []

@@ -22,6 +22,7 @@ from pdelra.results import claims as C
 from pdelra.results import power
 from pdelra.results.catalogue.paper import paper_claims
 from pdelra.results.stats import ALPHA
+from pdelra.runs import BASELINE, MAIN_SCALE, SCALE_ORDER
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -38,12 +39,10 @@ def paper_runs(seeds: int = PLANNING_SEEDS) -> pd.DataFrame:
 
     rows = []
     for task in paper.TASKS:
-        for variant in ("none", *paper.POSITIONS):
-            scales = (
-                ("h1", "h2", "h4", "multi") if task == "listops" and variant in paper.TABLE12 else ("h1",)
-            )
+        for variant in (BASELINE, *paper.POSITIONS):
+            scales = SCALE_ORDER if task == "listops" and variant in paper.TABLE12 else (MAIN_SCALE,)
             for scale in scales:
-                value = paper.TABLE10[variant][task] if scale == "h1" else paper.TABLE12[variant][scale]
+                value = paper.TABLE10[variant][task] if scale == MAIN_SCALE else paper.TABLE12[variant][scale]
                 cost = paper.TABLE14.get((variant, scale), {}).get("time_overhead_pct", 0.0)
                 rows += [
                     {"task": task, "variant": variant, "scale": scale, "setting": C.BASE_SETTING, "seed": s,

@@ -14,17 +14,13 @@ from typing import TYPE_CHECKING, Any
 from pdelra import paper
 from pdelra.results import spectral, stats
 from pdelra.results.claims import Cell, Metric, RunIndex, seed_values
-from pdelra.runs import BASE_SETTING, RUN_KEYS
+from pdelra.runs import BASE_SETTING, BASELINE, COMPLETED, MAIN_SCALE, MULTI_SCALE, RUN_KEYS, SCALE_ORDER
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     import pandas as pd
 
-BASELINE = "none"
-MAIN_SCALE = "h1"
-MULTI_SCALE = "multi"
-COMPLETED = "completed"
 # The comparison tables `summarise` returns, by name (each written as NAME.csv).
 COMPARISON_TABLES: tuple[str, ...] = (
     "table10_comparison",
@@ -49,7 +45,6 @@ ALPHA_STEP_SIZES = (1, 2, 4)
 ALPHA_COLUMNS = ("mean", "min", "max", *(f"per_scale_h{h}" for h in ALPHA_STEP_SIZES))
 # The ListOps tables of the paper (7, 12, 14, 15) are on this task.
 LISTOPS = "listops"
-SCALE_ORDER = ("h1", "h2", "h4", "multi")
 # Model defaults (pdelra.nn.model.ModelConfig) for runs whose metrics.json predates the runs.csv column.
 DEFAULT_ALPHA_INIT = 0.1
 DEFAULT_STENCIL_SCALING = "unit"
@@ -151,7 +146,7 @@ def multiscale_table(runs: pd.DataFrame) -> pd.DataFrame:
         rows.append(group)
     if not rows:
         return pd.DataFrame(columns=columns)
-    scale_order = {"h1": 0, "h2": 1, "h4": 2, "multi": 3}
+    scale_order = {scale: i for i, scale in enumerate(SCALE_ORDER)}
     table = pd.concat(rows, ignore_index=True)
     table = table.sort_values(
         ["task", "variant", "setting", "scale"], key=lambda c: c.map(scale_order) if c.name == "scale" else c

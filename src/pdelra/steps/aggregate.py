@@ -35,17 +35,20 @@ from pdelra.results.build import AGGREGATE_TABLES, DERIVED_TABLES, derived_table
 from pdelra.results.inputs import OPTIONAL_INPUTS
 from pdelra.results.spectral import SCALES
 from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
-from pdelra.runs import BASE_SETTING, RUN_KEYS, RunPathError, find_run_files, parse_run_dir
+from pdelra.runs import (
+    BASE_SETTING,
+    COMPLETED,
+    RUN_KEYS,
+    RunPathError,
+    find_run_files,
+    parse_run_dir,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
 log = logging.getLogger(__name__)
 
-BASELINE = "none"
-MAIN_SCALE = "h1"
-MULTI_SCALE = "multi"
-COMPLETED = "completed"
 
 # The run config echoed in runs.csv (the report's Tables 8/9, warm-up and spectral view read them there, not
 # from metrics.json): column → (run_config section, key); empty where the config does not say (a default).

@@ -27,7 +27,7 @@ from pdelra.nn import diagnostics as dg
 from pdelra.nn.model import Identity, ModelConfig
 from pdelra.nn.ops import DiffusionLayer
 from pdelra.results.diagnostics import COLUMNS, LOGIT_QUANTITIES, QUANTITIES
-from pdelra.runs import RUN_KEYS
+from pdelra.runs import BASE_SETTING, RUN_KEYS
 from pdelra.steps.cli import AMPLIFICATION_EXAMPLES
 from pdelra.training.batches import is_pair_split, make_batch
 from pdelra.training.runconfig import validate_run_config
@@ -596,7 +596,7 @@ def diagnose_run(
             measure_logit_effects(model, make_batch(val, np.arange(start, end), lambda t: t).inputs, recorder)
     frame = pd.DataFrame(recorder.rows())
     for key in reversed(RUN_KEYS):
-        frame.insert(0, key, metrics.get(key, "base" if key == "setting" else None))
+        frame.insert(0, key, metrics.get(key, BASE_SETTING if key == "setting" else None))
     return _with_reasons(frame[list(COLUMNS)])
 
 

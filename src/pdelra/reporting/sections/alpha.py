@@ -8,12 +8,10 @@ from typing import TYPE_CHECKING
 from pdelra.reporting import style
 from pdelra.reporting.io import show_figure, show_table
 from pdelra.reporting.sections import Report, say
-from pdelra.runs import BASE_SETTING, RUN_KEYS
+from pdelra.runs import BASE_SETTING, COMPLETED, RUN_KEYS
 
 if TYPE_CHECKING:
     import pandas as pd
-
-COMPLETED = "completed"
 
 
 def render(report: Report) -> None:

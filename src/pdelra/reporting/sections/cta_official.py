@@ -28,6 +28,7 @@ from pdelra.reporting.display import (
 )
 from pdelra.reporting.io import MISSING, is_missing
 from pdelra.reporting.sections import Report
+from pdelra.runs import BASELINE
 
 FAMILY = "cta_official"
 # What `pdelra train` does differently from the official scripts (src/experiments/run_classification.py,
@@ -57,7 +58,9 @@ def _task(task: Any) -> str:
 
 def _variant(variant: Any) -> str:
     return (
-        "Standard Transformer" if variant == "none" else paper.VARIANT_LABELS.get(str(variant), str(variant))
+        "Standard Transformer"
+        if variant == BASELINE
+        else paper.VARIANT_LABELS.get(str(variant), str(variant))
     )
 
 

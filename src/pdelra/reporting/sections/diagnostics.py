@@ -25,13 +25,11 @@ from pdelra.paper import TASK_LABELS, TASKS, VARIANT_LABELS
 from pdelra.reporting.display import say
 from pdelra.reporting.io import show_figure, show_table
 from pdelra.reporting.sections import Report
+from pdelra.runs import BASE_SETTING, MAIN_SCALE
 
 if TYPE_CHECKING:
     import pandas as pd
 
-BASELINE = "none"
-BASE_SETTING = "base"
-MAIN_SCALE = "h1"
 PROBE = "probe diffusion (α = 0.1, h = 1)"
 KINDS = {"trained": "trained diffusion", "probe": PROBE}
 # figure name → (commutator column of the trained rows, of the probe rows, colour-bar label)

@@ -8,9 +8,7 @@ import datetime as dt
 from pdelra.reporting import style
 from pdelra.reporting.io import save_table, show_table
 from pdelra.reporting.sections import Report, say
-from pdelra.runs import BASE_SETTING
-
-COMPLETED = "completed"
+from pdelra.runs import BASE_SETTING, COMPLETED, MAIN_SCALE
 
 
 def render(report: Report) -> None:
@@ -45,7 +43,7 @@ def _runs_per_cell(report: Report) -> None:
         "runs_per_cell",
         "Number of runs and completed runs per cell (task, variant, scale, setting)",
     )
-    at_h1 = cells[(cells["setting"] == BASE_SETTING) & (cells["scale"] == "h1")]
+    at_h1 = cells[(cells["setting"] == BASE_SETTING) & (cells["scale"] == MAIN_SCALE)]
     at_h1 = at_h1.assign(cell=at_h1["completed"].astype(str) + "/" + at_h1["runs"].astype(str))
     wide = at_h1.pivot(index="variant", columns="task", values="cell")
     wide = wide.reindex(

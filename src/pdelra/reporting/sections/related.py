@@ -37,22 +37,21 @@ from pdelra.reporting.display import (
 )
 from pdelra.reporting.io import MISSING, is_missing, show_figure
 from pdelra.reporting.sections import Report
+from pdelra.reporting.style import SCALE_LABELS
+from pdelra.runs import BASE_SETTING, BASELINE
 
 if TYPE_CHECKING:
     import pandas as pd
     from matplotlib.figure import Figure
 
-BASE = "base"
-BASELINE = "none"
 # pdelra.paper has no label for the fourth CTA type yet.
 LABELS = paper.VARIANT_LABELS
 ALLOCATION_LABELS = {
-    BASE: "joint per-layer α (the method)",
+    BASE_SETTING: "joint per-layer α (the method)",
     "shared": "one shared α",
     "l1_only": "fixed: ½ in L1 only",
     "reported_alpha": "fixed: the seed's α",
 }
-SCALE_LABELS = {"h1": "Fast (h=1)", "h2": "Medium (h=2)", "h4": "Slow (h=4)", "multi": "Multi-scale"}
 LOSS, ACCURACY, ALPHA, LAYER_VALUE = "{:.3f}", "{:.4f}", "{:.4f}", "{:.3f}"  # α: the seed's 0.003 needs 4
 
 
@@ -73,7 +72,7 @@ def _width(scale: str) -> str:
 def _steps(value: Any, setting: str) -> str:
     if is_missing(value):
         return MISSING
-    return f"{int(value)} (default)" if setting == BASE else f"{int(value)}"
+    return f"{int(value)} (default)" if setting == BASE_SETTING else f"{int(value)}"
 
 
 def _label(variant: str) -> str:
@@ -129,7 +128,7 @@ def ablation_display(table: pd.DataFrame) -> pd.DataFrame:
 
 def seed_reported(setting: str, layer: int) -> str:
     """What the seed reports for this layer of joint-α PhysQK-AD (its L1, L2/L3), or "—"."""
-    if setting != BASE:
+    if setting != BASE_SETTING:
         return MISSING
     if layer == paper.PHYSQK_AD_CONVECTIVE_LAYER:
         return f"α ≈ {paper.PHYSQK_AD_L1_ALPHA:g}, eff_Pe {paper.PHYSQK_AD_L1_PE:g}"
@@ -264,7 +263,7 @@ def _layer_names(layers: Sequence[int]) -> str:
 def dynamics_figure(trajectory: pd.DataFrame) -> Figure | None:
     """α, η, eff_Pe per layer over training for joint-α PhysQK-AD: one row of panels per (corpus, width);
     None without joint-α trajectories. The legend names only the layers the model has."""
-    joint = trajectory[trajectory["setting"] == BASE]
+    joint = trajectory[trajectory["setting"] == BASE_SETTING]
     if joint.empty:
         return None
     layers = sorted(int(k) for k in joint["layer"].unique())
@@ -303,7 +302,7 @@ def _show_dynamics(trajectory: pd.DataFrame, out_dir: Path) -> None:
     fig = dynamics_figure(trajectory)
     if fig is None:
         return
-    layers = sorted(int(k) for k in trajectory.loc[trajectory["setting"] == BASE, "layer"].unique())
+    layers = sorted(int(k) for k in trajectory.loc[trajectory["setting"] == BASE_SETTING, "layer"].unique())
     caption = (
         f"PhysQK-AD: α, η and eff_Pe of layers {_layer_names(layers)} over training (dotted: the seed's "
         "reported values for the layers it names)"

@@ -9,6 +9,7 @@ from pdelra.reporting import style
 from pdelra.reporting.io import save_table, show_figure, show_table
 from pdelra.reporting.sections import Report
 from pdelra.reporting.sections.figures import ours_beside_paper_heatmaps
+from pdelra.runs import BASELINE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -67,7 +68,7 @@ def _figure6(report: Report, comp: pd.DataFrame) -> None:
         d = per_task[per_task["task"] == task].set_index("variant")
         d = d.reindex(style.with_own(style.VARIANTS, d.index))
         x = np.arange(len(d))
-        colours = [style.BASELINE_COLOUR if v == "none" else style.ours_colour() for v in d.index]
+        colours = [style.BASELINE_COLOUR if v == BASELINE else style.ours_colour() for v in d.index]
         ax.bar(x, d["mean"].fillna(0), color=colours)
         style.std_bars(ax, x, d["mean"], d["std"], d["n"].fillna(0))
         ax.scatter(x, d["paper"], marker=style.PAPER_MARKER, s=22, color=style.PAPER_COLOUR, zorder=3)

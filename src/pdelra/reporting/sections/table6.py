@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from pdelra.reporting import style
 from pdelra.reporting.io import show_figure, show_table
 from pdelra.reporting.sections import Report, say
+from pdelra.runs import BASELINE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -39,7 +40,7 @@ def _figure3(report: Report, t6: pd.DataFrame) -> None:
     d = t6.sort_values("paper", ascending=True)
     fig, ax = plt.subplots(figsize=(8, 4.8))
     y = np.arange(len(d))
-    colours = [style.BASELINE_COLOUR if v == "none" else style.ours_colour() for v in d["variant"]]
+    colours = [style.BASELINE_COLOUR if v == BASELINE else style.ours_colour() for v in d["variant"]]
     ax.barh(y - 0.2, d["mean"].fillna(0), height=0.4, color=colours, label="ours (mean; ± std where n ≥ 2)")
     style.std_bars(ax, y - 0.2, d["mean"], d["std"], d["n"].fillna(0), capsize=3, horizontal=True)
     ax.barh(y + 0.2, d["paper"], height=0.4, color="#f4a582", label="paper (Table 6)")

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from pdelra import paper
 from pdelra.results import claims as C
 from pdelra.results.related import CTA_TYPES
+from pdelra.runs import BASELINE, MAIN_SCALE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -33,8 +34,8 @@ def cta_claims() -> tuple[C.Claim, ...]:
             "on the LRA average",
             "Continuous-Time Attention, abstract",
             "cta",
-            C.Cell(t, "h1", CTA_CLAIM_SETTING),
-            C.Cell("none"),
+            C.Cell(t, MAIN_SCALE, CTA_CLAIM_SETTING),
+            C.Cell(BASELINE),
             math.nan,
             direction=+1,
         )
@@ -55,17 +56,17 @@ def cta_official_claim_list() -> tuple[C.Claim, ...]:
     same ±1 pp rule as the paper's: +0.76 pp on characters is a no-difference claim); WikiText-103's
     validation perplexity (lower is better): PDE vs standard, the steps order 4 < 2 < 1 and each type vs
     diffusion at 4 steps. Table 4's "8 steps unstable" is no number and is not judged."""
-    pde, base = C.Cell(CTA_OFFICIAL_PDE), C.Cell("none")
+    pde, base = C.Cell(CTA_OFFICIAL_PDE), C.Cell(BASELINE)
     claims: list[C.Claim] = []
     tables = {"imdb": "Table 1", "agnews": "Table 1", "sst2": "Table 1", "imdb_char": "Table 2"}
     for task, table in tables.items():
         published = paper.CTA_OFFICIAL[task]
-        delta = published[CTA_OFFICIAL_PDE] - published["none"]
+        delta = published[CTA_OFFICIAL_PDE] - published[BASELINE]
         claims.append(
             C.Difference(
                 f"cta_official_{task}",
                 f"PDE-Transformer vs standard on {paper.CTA_OFFICIAL_TASK_LABELS[task]}: "
-                f"{C.direction_word(delta)} ({100 * published['none']:.4g} → "
+                f"{C.direction_word(delta)} ({100 * published[BASELINE]:.4g} → "
                 f"{100 * published[CTA_OFFICIAL_PDE]:.4g} %)",
                 f"Continuous-Time Attention, {table}",
                 CTA_OFFICIAL_FAMILY,
@@ -82,19 +83,19 @@ def cta_official_claim_list() -> tuple[C.Claim, ...]:
         unit="validation perplexity",
     )
     lm = paper.CTA_OFFICIAL[CTA_OFFICIAL_LM_TASK]
-    at_steps = {n: C.Cell(CTA_OFFICIAL_PDE, "h1", f"steps{n}") for n in paper.CTA_OFFICIAL_STEPS}
+    at_steps = {n: C.Cell(CTA_OFFICIAL_PDE, MAIN_SCALE, f"steps{n}") for n in paper.CTA_OFFICIAL_STEPS}
     official = at_steps[paper.CTA_OFFICIAL_LM_STEPS]
     fewer = sorted(at_steps, reverse=True)  # best (most steps) first
     claims += [
         C.Difference(
             "cta_official_wikitext103",
-            f"PDE-Transformer has a lower WikiText-103 perplexity than standard ({lm['none']} → "
+            f"PDE-Transformer has a lower WikiText-103 perplexity than standard ({lm[BASELINE]} → "
             f"{lm[CTA_OFFICIAL_PDE]})",
             "Continuous-Time Attention, Table 3",
             CTA_OFFICIAL_FAMILY,
             official,
             base,
-            lm[CTA_OFFICIAL_PDE] - lm["none"],
+            lm[CTA_OFFICIAL_PDE] - lm[BASELINE],
             metric=perplexity,
             direction=-1,
         ),
@@ -124,7 +125,7 @@ def cta_official_claim_list() -> tuple[C.Claim, ...]:
                 f"({value} vs {types[CTA_OFFICIAL_PDE]})",
                 "Continuous-Time Attention, Table 5",
                 CTA_OFFICIAL_FAMILY,
-                C.Cell(variant, "h1", CTA_OFFICIAL_LM_SETTING),
+                C.Cell(variant, MAIN_SCALE, CTA_OFFICIAL_LM_SETTING),
                 official,
                 delta,
                 metric=perplexity,

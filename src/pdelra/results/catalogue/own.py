@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from pdelra import paper
 from pdelra.results import claims as C
+from pdelra.runs import BASELINE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -27,7 +28,7 @@ def own_variant_claims(runs: pd.DataFrame | None) -> tuple[C.Claim, ...]:
     if runs is None or runs.empty or "own_variant" not in runs:
         return ()
     declared = runs[runs["own_variant"].astype(str).str.lower() == "true"]
-    base = C.Cell("none")
+    base = C.Cell(BASELINE)
     claims: list[C.Claim] = []
     for variant in paper.own_variants(declared["variant"]):
         tasks = [t for t in paper.TASKS if ((runs["variant"] == variant) & (runs["task"] == t)).any()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pdelra import paper
 from pdelra.results import claims as C
+from pdelra.runs import BASELINE, MAIN_SCALE, MULTI_SCALE, SCALE_ORDER
 
 
 def paper_claims() -> tuple[C.Claim, ...]:
@@ -15,7 +16,7 @@ def paper_claims() -> tuple[C.Claim, ...]:
     avg = paper.TABLE6
     order = sorted(paper.POSITIONS, key=lambda v: -avg[v])
     positions = tuple(C.Cell(v) for v in paper.POSITIONS)
-    base = C.Cell("none")
+    base = C.Cell(BASELINE)
     listops = C.Metric(tasks=("listops",))
     others = tuple(c for c in positions if c.variant != "after_embedding")
     last_others = tuple(c for c in positions if c.variant != "after_attention")
@@ -27,7 +28,7 @@ def paper_claims() -> tuple[C.Claim, ...]:
             "primary",
             C.Cell("after_embedding"),
             base,
-            avg["after_embedding"] - avg["none"],
+            avg["after_embedding"] - avg[BASELINE],
         ),
         C.Difference(
             "after_attention_loss",
@@ -36,11 +37,11 @@ def paper_claims() -> tuple[C.Claim, ...]:
             "primary",
             C.Cell("after_attention"),
             base,
-            avg["after_attention"] - avg["none"],
+            avg["after_attention"] - avg[BASELINE],
         ),
     ]
     t12 = paper.TABLE12
-    singles = ("h1", "h2", "h4")
+    singles = tuple(scale for scale in SCALE_ORDER if scale != MULTI_SCALE)
 
     def pooled(scale: str) -> C.Pooled:
         name = "multi-scale" if scale == "multi" else f"scale {scale}"
@@ -123,8 +124,8 @@ def paper_claims() -> tuple[C.Claim, ...]:
             "cost",
             C.Cell("after_embedding"),
             C.Cell("after_mlp"),
-            t14[("after_embedding", "h1")]["time_overhead_pct"]
-            - t14[("after_mlp", "h1")]["time_overhead_pct"],
+            t14[("after_embedding", MAIN_SCALE)]["time_overhead_pct"]
+            - t14[("after_mlp", MAIN_SCALE)]["time_overhead_pct"],
             metric=cost,
             direction=-1,
         ),
@@ -136,7 +137,7 @@ def paper_claims() -> tuple[C.Claim, ...]:
             C.Cell("after_embedding", "multi"),
             C.Cell("after_embedding"),
             t14[("after_embedding", "multi")]["time_overhead_pct"]
-            - t14[("after_embedding", "h1")]["time_overhead_pct"],
+            - t14[("after_embedding", MAIN_SCALE)]["time_overhead_pct"],
             metric=cost,
             direction=1,
         ),
