@@ -21,10 +21,8 @@ from pdelra.errors import UserError
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with
 # `set_defaults(handler="module:function")`: a function of the parsed arguments returning the exit status.
 SUBCOMMAND_MODULES = (
-    "pdelra.data.cli",  # generate, fetch, extract, preprocess
-    "pdelra.data.summary",  # data-summary (the report's data banner)
-    "pdelra.training.cli",  # train
-    "pdelra.training.pack",  # train-pack (K runs of a grid cell side by side on one GPU)
+    "pdelra.data.cli",  # generate, fetch, extract, preprocess, preprocess-cta, subset, data-summary
+    "pdelra.training.cli",  # train, train-pack (K runs of a grid cell side by side on one GPU)
     "pdelra.steps.aggregate",  # aggregate
     "pdelra.results.cli",  # claims --tables DIR (claims.csv from aggregated tables)
     "pdelra.steps.diagnose",  # diagnose run | table

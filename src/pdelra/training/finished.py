@@ -22,12 +22,16 @@ This module imports no torch (the workflow's handlers use it).
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import logging
 import os
 import shutil
 from pathlib import Path
 from typing import Any
+
+from pdelra.training.lock import LOCK_NAME
+from pdelra.training.metrics import code_version
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +77,6 @@ def _link_or_copy(source: Path, target: Path) -> None:
 def restore(ckpt_dir: Path, out_dir: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
     """This run's kept final metrics, published again to OUT_DIR; None when there is nothing to restore
     (an unusable kept copy is removed, saying why)."""
-    from pdelra.training.metrics import code_version
-
     folder = finished_dir(ckpt_dir)
     if not folder.is_dir():
         return None
@@ -125,10 +127,6 @@ def clear(ckpt_dir: Path) -> bool:
 
 
 def _remove_unheld_lock(ckpt_dir: Path) -> None:
-    import fcntl
-
-    from pdelra.training.lock import LOCK_NAME
-
     path = ckpt_dir / LOCK_NAME
     if not path.exists():
         return
