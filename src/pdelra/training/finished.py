@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.training.lock import LOCK_NAME
-from pdelra.training.metrics import code_version
+from pdelra.training import metrics as run_metrics  # code_version looked up at call time: tests replace it
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +87,10 @@ def restore(ckpt_dir: Path, out_dir: Path, identity: dict[str, Any]) -> dict[str
     for key, value in identity.items():
         if metrics.get(key) != value:
             return _discard(folder, f"its {key} differs from this run's")
-    if metrics.get("code_version") != code_version():
-        return _discard(folder, f"it was trained by code {metrics.get('code_version')}, not {code_version()}")
+    if metrics.get("code_version") != run_metrics.code_version():
+        return _discard(
+            folder, f"it was trained by code {metrics.get('code_version')}, not {run_metrics.code_version()}"
+        )
     publish(ckpt_dir, out_dir)
     log.info(
         "this run finished earlier (its final state was kept in %s); restored its results to %s: nothing "
