@@ -149,7 +149,8 @@ def add_lm_train_arguments(
     parser: argparse.ArgumentParser, trainer_module: str, run_config_help: str, data_help: str
 ) -> None:
     """The arguments of an LM trainer's command (`pdelra lm train`, `pdelra cta-official train-lm`), run by
-    `trainer_module.train_from_args`, imported only when the command runs (it imports torch)."""
+    pdelra.training.commands.train_lm_command with `trainer_module.train_from_args`, imported only when the
+    command runs (it imports torch)."""
     parser.add_argument("--run-config", required=True, metavar="FILE_OR_JSON", help=run_config_help)
     parser.add_argument("--data", type=Path, required=True, help=data_help)
     parser.add_argument("--out", type=Path, required=True, help="run folder for metrics.json")
