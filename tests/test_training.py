@@ -327,14 +327,14 @@ def test_a_checkpoint_of_another_config_is_moved_aside_not_resumed(
 def test_bad_run_config_or_model_key_exits_2_naming_it(
     task_dir: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from pdelra.training.cli import run
+    from pdelra.training.commands import train_command
 
     def cli(config: dict[str, Any]) -> int:
         args = type("Args", (), {})()
         args.run_config, args.data = json.dumps(config), task_dir
         args.out, args.checkpoint_dir = tmp_path / "run", tmp_path / "ckpt"
         args.device, args.allow_cpu = "auto", False
-        return run(args)
+        return train_command(args)
 
     bad_model = run_config()
     bad_model["model"]["d_modle"] = 8

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import json
 from pathlib import Path
@@ -10,8 +11,10 @@ from typing import Any
 
 import pytest
 
+from pdelra.nn.model import ModelConfig
 from pdelra.training.runconfig import (
     OPTIONAL_TRAIN_DEFAULTS,
+    REQUIRED_MODEL_KEYS,
     RunConfigError,
     config_hash,
     load_run_config,
@@ -92,6 +95,29 @@ def test_the_documented_example_is_valid_and_gains_the_optional_defaults() -> No
 def test_an_invalid_config_is_refused_with_the_key_named(config: dict[str, Any], named: str) -> None:
     with pytest.raises(RunConfigError, match=named.replace(".", r"\.")):
         validate_run_config(config, "cfg.yaml")
+
+
+# The ModelConfig fields a run config must state: marked once, on the field (pdelra.nn.config).
+STATED_MODEL_FIELDS = [f.name for f in dataclasses.fields(ModelConfig) if "run_config" in f.metadata]
+
+
+def test_the_required_model_keys_are_the_model_config_fields_marked_so() -> None:
+    assert STATED_MODEL_FIELDS and tuple(STATED_MODEL_FIELDS) == REQUIRED_MODEL_KEYS
+    assert sorted(VALID["model"]) == sorted(STATED_MODEL_FIELDS)  # the documented example states each
+
+
+@pytest.mark.parametrize("key", STATED_MODEL_FIELDS)
+def test_a_run_config_without_a_stated_model_field_is_refused_naming_it(key: str) -> None:
+    with pytest.raises(RunConfigError, match=rf"missing key model\.{key}\b"):
+        validate_run_config(edited(**{f"model__{key}": ...}), "cfg.yaml")
+
+
+def test_each_stated_model_field_default_passes_its_schema_and_other_fields_are_optional() -> None:
+    defaults = {f.name: f.default for f in dataclasses.fields(ModelConfig) if f.name in STATED_MODEL_FIELDS}
+    cfg = validate_run_config(edited(model=defaults))  # the schema of each key accepts the field's default
+    assert cfg.model == defaults
+    assert "cta_steps" not in STATED_MODEL_FIELDS
+    assert validate_run_config(edited(model__cta_steps=2)).model["cta_steps"] == 2
 
 
 def test_error_names_the_source_file(tmp_path: Path) -> None:

@@ -21,10 +21,8 @@ from pdelra.errors import UserError
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with
 # `set_defaults(handler="module:function")`: a function of the parsed arguments returning the exit status.
 SUBCOMMAND_MODULES = (
-    "pdelra.data.cli",  # generate, fetch, extract, preprocess
-    "pdelra.data.summary",  # data-summary (the report's data banner)
-    "pdelra.training.cli",  # train
-    "pdelra.training.pack",  # train-pack (K runs of a grid cell side by side on one GPU)
+    "pdelra.data.cli",  # generate, fetch, extract, preprocess, preprocess-cta, subset, data-summary
+    "pdelra.training.cli",  # train, train-pack (K runs of a grid cell side by side on one GPU)
     "pdelra.steps.cli",  # aggregate, diagnose run | table, report, version
     "pdelra.results.cli",  # claims --tables DIR (claims.csv from aggregated tables)
     "pdelra.bench.cli",  # bench
@@ -57,8 +55,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:
     """The function that runs the chosen subcommand, its module imported now (only that one)."""
-    if hasattr(args, "func"):  # a subcommand not yet declared by name
-        return args.func
     module, _, function = args.handler.partition(":")
     return getattr(importlib.import_module(module), function)
 

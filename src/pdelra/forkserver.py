@@ -255,7 +255,8 @@ def run_with_server(command: list[str]) -> int:
 # ----------------------------------------------------------------------------------------------------
 # CLI
 # ----------------------------------------------------------------------------------------------------
-def _run(args: argparse.Namespace) -> int:
+def run_command(args: argparse.Namespace) -> int:
+    """`pdelra forkserver run -- COMMAND`."""
     command = [c for c in args.command if c != "--"]
     if not command:
         log.error("give the command to run, e.g. `pdelra forkserver run -- snakemake ...`")
@@ -264,6 +265,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
+    # Declared here, not in a thin cli module: this module imports only the standard library.
     parser = subparsers.add_parser(
         "forkserver",
         help="run a command (e.g. snakemake) with a fork server that imports torch once for all jobs",
@@ -277,7 +279,7 @@ def register(subparsers: Any) -> None:
     sub = parser.add_subparsers(dest="action", required=True)
     run = sub.add_parser("run", help="run COMMAND with a fork server")
     run.add_argument("command", nargs=argparse.REMAINDER, help="the command and its arguments, after --")
-    run.set_defaults(func=_run)
+    run.set_defaults(handler="pdelra.forkserver:run_command")
 
 
 if __name__ == "__main__":  # the server process: python -m pdelra.forkserver serve SOCKET READY_FD

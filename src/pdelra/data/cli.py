@@ -1,76 +1,24 @@
-"""Subcommands `generate`, `fetch`, `extract`, `preprocess`, `preprocess-cta`, `subset`: the data steps.
-
-Heavy imports (numpy, Pillow, DVC) happen inside the handlers, so `pdelra --help` stays fast.
+"""Subcommands `generate`, `fetch`, `extract`, `preprocess`, `preprocess-cta`, `subset`, `data-summary`: the
+data steps, declared here (argparse only) and run by the handler each names in its implementation module,
+imported only when it runs: `pdelra --help` imports no numpy, Pillow or DVC.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import logging
-from pathlib import Path
 
 from pdelra.data import TASKS
-from pdelra.data.errors import DataError
-
-log = logging.getLogger("pdelra.data")
-
-
-def _generate(args: argparse.Namespace) -> int:
-    from pdelra.data.generate import generate
-
-    try:
-        params = json.loads(args.params)
-    except json.JSONDecodeError as err:
-        raise DataError(None, f"--params is not valid JSON ({err})") from err
-    if not isinstance(params, dict):
-        raise DataError(None, "--params must be a JSON object of settings")
-    generate(args.task, Path(args.out), params)
-    return 0
-
-
-def _fetch(args: argparse.Namespace) -> int:
-    from pdelra.data.fetch import fetch
-
-    fetch(args.url, Path(args.out), args.md5)
-    return 0
-
-
-def _extract(args: argparse.Namespace) -> int:
-    from pdelra.data.extract import extract
-
-    extract(args.source, Path(args.archive), Path(args.out))
-    return 0
-
-
-def _preprocess(args: argparse.Namespace) -> int:
-    from pdelra.data.preprocess import preprocess
-
-    preprocess(args.task, Path(args.raw), Path(args.out), args.max_length, args.seed)
-    return 0
-
-
-def _preprocess_cta(args: argparse.Namespace) -> int:
-    from pdelra.data.cta import preprocess_cta
-
-    raw, out = Path(args.raw), Path(args.out)
-    tokenizer = Path(args.tokenizer) if args.tokenizer else None
-    preprocess_cta(args.task, raw, tokenizer, out, args.max_length, args.seed, args.val_fraction)
-    return 0
-
-
-def _subset(args: argparse.Namespace) -> int:
-    from pdelra.data.cta import subset
-
-    subset(Path(args.processed), Path(args.out), args.fraction, args.seed)
-    return 0
+from pdelra.data.settings import (
+    ABLATION_FRACTIONS,
+    CTA_DEFAULT_MAX_LENGTH,
+    CTA_TASKS,
+    EXTRACT_SOURCES,
+    GENERATE_DEFAULTS,
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from pdelra.data.extract import SOURCES
-    from pdelra.data.generate import DEFAULTS
-
-    settings = "; ".join(f"{task}: {', '.join(sorted(keys))}" for task, keys in DEFAULTS.items())
+    settings = "; ".join(f"{task}: {', '.join(sorted(keys))}" for task, keys in GENERATE_DEFAULTS.items())
     parser = subparsers.add_parser(
         "generate",
         help="write an offline stand-in for a task's raw source, in the real on-disk format",
@@ -80,12 +28,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             f"object; unknown keys are an error): {settings}."
         ),
     )
-    parser.add_argument("task", choices=tuple(DEFAULTS), metavar="TASK", help=f"one of {', '.join(DEFAULTS)}")
+    tasks = tuple(GENERATE_DEFAULTS)
+    parser.add_argument("task", choices=tasks, metavar="TASK", help=f"one of {', '.join(tasks)}")
     parser.add_argument("--out", required=True, help="raw task folder to write, e.g. data/raw/listops")
     parser.add_argument(
         "--params", default="{}", help="generation settings as JSON, e.g. '{\"n_train\": 500}'"
     )
-    parser.set_defaults(func=_generate)
+    parser.set_defaults(handler="pdelra.data.generate:generate_command")
 
     parser = subparsers.add_parser(
         "fetch",
@@ -100,7 +49,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--url", required=True, help="source URL (http, https, s3, ...)")
     parser.add_argument("--out", required=True, help="download path, e.g. data/raw/downloads/lra_release.gz")
     parser.add_argument("--md5", help="published md5 of the content, when there is one")
-    parser.set_defaults(func=_fetch)
+    parser.set_defaults(handler="pdelra.data.fetch:fetch_command")
 
     parser = subparsers.add_parser(
         "extract",
@@ -114,12 +63,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "links, devices) are refused; a truncated archive leaves earlier outputs untouched."
         ),
     )
-    parser.add_argument("source", choices=SOURCES, metavar="SOURCE", help=f"one of {', '.join(SOURCES)}")
+    sources = EXTRACT_SOURCES
+    parser.add_argument("source", choices=sources, metavar="SOURCE", help=f"one of {', '.join(sources)}")
     parser.add_argument("--archive", required=True, help="the downloaded archive")
     parser.add_argument(
         "--out", required=True, help="raw data folder holding one folder per task, e.g. data/raw"
     )
-    parser.set_defaults(func=_extract)
+    parser.set_defaults(handler="pdelra.data.extract:extract_command")
 
     parser = subparsers.add_parser(
         "preprocess",
@@ -139,12 +89,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the carved splits (text val, pathfinder)"
     )
-    parser.set_defaults(func=_preprocess)
+    parser.set_defaults(handler="pdelra.data.preprocess:preprocess_command")
 
-    from pdelra.data.cta import ABLATION_FRACTIONS, DEFAULT_MAX_LENGTH
-    from pdelra.data.cta import TASKS as CTA_TASKS
-
-    lengths = ", ".join(f"{task} {n}" for task, n in DEFAULT_MAX_LENGTH.items())
+    lengths = ", ".join(f"{task} {n}" for task, n in CTA_DEFAULT_MAX_LENGTH.items())
     parser = subparsers.add_parser(
         "preprocess-cta",
         help="tokenise an official-CTA task (WordPiece or the TinyLlama tokenizer) into the processed store",
@@ -168,7 +115,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--val-fraction", type=float, default=None, help="carve val from train (a deviation from the authors)"
     )
-    parser.set_defaults(func=_preprocess_cta)
+    parser.set_defaults(handler="pdelra.data.cta:preprocess_cta_command")
 
     parser = subparsers.add_parser(
         "subset",
@@ -183,4 +130,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, help="processed folder to write")
     parser.add_argument("--fraction", type=float, required=True, help="share of train rows kept, in (0, 1]")
     parser.add_argument("--seed", type=int, default=0, help="seed of the draw")
-    parser.set_defaults(func=_subset)
+    parser.set_defaults(handler="pdelra.data.cta:subset_command")
+
+    parser = subparsers.add_parser(
+        "data-summary",
+        help="what data and model size each task ran on, beside the paper's (tables/data.csv)",
+        description=(
+            "Write one row per task: real or generated data (source URL and md5, or the generator and its "
+            "settings), split sizes and max_length from the processed manifest, the configured model beside "
+            "the paper's Table 8, and whether all of it is the paper's setting. The report's data banner."
+        ),
+    )
+    parser.add_argument(
+        "--spec",
+        required=True,
+        help="JSON object (inline or a file): task → {manifest: PATH, source: real|generated, origin: TEXT, "
+        "model: {d_model, n_layers, n_heads, batch_size}}",
+    )
+    parser.add_argument("--out", required=True, help="the CSV to write, e.g. results/EXP/tables/data.csv")
+    parser.set_defaults(handler="pdelra.data.summary:data_summary_command")

@@ -26,6 +26,7 @@ rows): a seeded random `int(N * fraction)` of train rows, val and test copied un
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import logging
 import shutil
@@ -36,27 +37,24 @@ from typing import Any
 
 import numpy as np
 
-from pdelra.data import store
+from pdelra.data import agnews, settings, sst2, store, text, tokenize, wikitext
 from pdelra.data.errors import DataError
 from pdelra.data.hashing import inputs_hash
 
 log = logging.getLogger("pdelra.data")
 
-CLASSIFICATION_TASKS = ("agnews", "sst2", "imdb", "imdb_char")
-LM_TASKS = ("wikitext103",)
-TASKS = CLASSIFICATION_TASKS + LM_TASKS
-DEFAULT_MAX_LENGTH = {"agnews": 256, "sst2": 128, "imdb": 256, "imdb_char": 2048, "wikitext103": 512}
+CLASSIFICATION_TASKS = settings.CTA_CLASSIFICATION_TASKS
+LM_TASKS = settings.CTA_LM_TASKS
+TASKS = settings.CTA_TASKS
+DEFAULT_MAX_LENGTH = settings.CTA_DEFAULT_MAX_LENGTH
 CHAR_MIN_FREQ = 1  # configs/char_level_imdb.yaml
 HF_MAP_BATCH = 1000  # `datasets.Dataset.map(batched=True)`'s default batch size: the LM grouping unit
-# run_ablation_datasize.py's --data_sizes default, also what run_all_ablations.sh passes
-ABLATION_FRACTIONS = (0.001, 0.01, 0.05, 0.1)
+ABLATION_FRACTIONS = settings.ABLATION_FRACTIONS  # the official data-size ablation's fractions
 
 Rows = tuple[list[str], list[int], list[Path]]  # texts, labels, the files they came from
 
 
 def _agnews(raw: Path) -> tuple[dict[str, Rows], list[str], str]:
-    from pdelra.data import agnews
-
     splits = {}
     for split, name in agnews.SPLIT_FILES.items():
         path = raw / agnews.FOLDER / name
@@ -66,8 +64,6 @@ def _agnews(raw: Path) -> tuple[dict[str, Rows], list[str], str]:
 
 
 def _sst2(raw: Path) -> tuple[dict[str, Rows], list[str], str]:
-    from pdelra.data import sst2
-
     splits = {}
     for split in ("train", "dev"):
         path = raw / sst2.FOLDER / sst2.SPLIT_FILES[split]
@@ -77,8 +73,6 @@ def _sst2(raw: Path) -> tuple[dict[str, Rows], list[str], str]:
 
 
 def _imdb(raw: Path) -> tuple[dict[str, Rows], list[str], str]:
-    from pdelra.data import text
-
     splits = {}
     for split in text.RELEASE_SPLITS:
         files = text.review_files(raw / "aclImdb", split)
@@ -172,19 +166,17 @@ class CharVocabulary:
         """(ids (N, max_length) padded with 0, lengths, texts cut): `text[:max_length]`, unknown → <UNK>."""
         tokens = np.zeros((len(texts), max_length), dtype=store.token_dtype(len(self.vocab)))
         lengths = np.zeros(len(texts), dtype=np.int32)
-        for i, text in enumerate(texts):
-            points = np.frombuffer(text[:max_length].encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
+        for i, row in enumerate(texts):
+            points = np.frombuffer(row[:max_length].encode("utf-32-le"), dtype=np.uint32).astype(np.int64)
             at = np.minimum(np.searchsorted(self._sorted, points), len(self._sorted) - 1)
             known = self._sorted[at] == points
             tokens[i, : len(points)] = np.where(known, self._order[at] + 2, 1)
             lengths[i] = len(points)
-        return tokens, lengths, sum(len(text) > max_length for text in texts)
+        return tokens, lengths, sum(len(row) > max_length for row in texts)
 
 
 def _classification(task: str, raw: Path, tokenizer_file: Path | None, out: Path, max_length: int, seed: int,
                     val_fraction: float | None) -> dict[str, Any]:  # fmt: skip
-    from pdelra.data import tokenize
-
     release, classes, evaluation = READERS["imdb" if task == "imdb_char" else task](raw)
     parts, val_note = _parts(release, evaluation, seed, val_fraction)
     if task == "imdb_char":
@@ -236,8 +228,6 @@ def pack_blocks(
 
 
 def _language_model(raw: Path, tokenizer_file: Path, out: Path, block_size: int) -> dict[str, Any]:
-    from pdelra.data import tokenize, wikitext
-
     tokenizer, identity = tokenize.load_lm_tokenizer(tokenizer_file)
     dtype = store.token_dtype(identity["vocab_size"])
     counts, dropped, files = {}, {}, []
@@ -316,3 +306,17 @@ def subset(source: Path, out: Path, fraction: float, seed: int) -> dict[str, Any
             shutil.rmtree(out, ignore_errors=True)
         raise
     return store.read_manifest(out)
+
+
+def preprocess_cta_command(args: argparse.Namespace) -> int:
+    """`pdelra preprocess-cta TASK --raw DIR [--tokenizer FILE] --out DIR` (pdelra.data.cli)."""
+    raw, out = Path(args.raw), Path(args.out)
+    tokenizer = Path(args.tokenizer) if args.tokenizer else None
+    preprocess_cta(args.task, raw, tokenizer, out, args.max_length, args.seed, args.val_fraction)
+    return 0
+
+
+def subset_command(args: argparse.Namespace) -> int:
+    """`pdelra subset --processed DIR --out DIR --fraction F` (pdelra.data.cli)."""
+    subset(Path(args.processed), Path(args.out), args.fraction, args.seed)
+    return 0

@@ -22,6 +22,7 @@ archive has been read, so a truncated or unsafe archive leaves earlier outputs u
 
 from __future__ import annotations
 
+import argparse
 import bz2
 import gzip
 import logging
@@ -37,12 +38,14 @@ from contextlib import ExitStack
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
+from pdelra.atomic import atomic_dir
+from pdelra.data import pathfinder, settings
 from pdelra.data.errors import DataError
 from pdelra.data.progress import progress
 
 log = logging.getLogger("pdelra.data")
 
-SOURCES = ("lra_release", "imdb", "cifar10", "agnews", "sst2", "wikitext103")
+SOURCES = settings.EXTRACT_SOURCES
 PATHFINDER_PREFIX = "pathfinder32/curv_contour_length_14/"
 LRA_FILES = {
     "listops-1000/basic_train.tsv": "listops", "listops-1000/basic_val.tsv": "listops",
@@ -151,9 +154,6 @@ def extract(source: str, archive: Path, out: Path) -> dict[str, int]:
 
 
 def _extract_lra(archive: Path, out: Path) -> dict[str, int]:
-    from pdelra.atomic import atomic_dir
-    from pdelra.data import pathfinder
-
     kept = {"listops": 0, "retrieval": 0, "pathfinder": 0}
     collector = pathfinder.Collector()
     duplicates = 0
@@ -252,8 +252,6 @@ def _extract_matching(
     pattern: re.Pattern[str], task: str, expected: int | None
 ) -> Callable[[Path, Path], dict]:
     def run(archive: Path, out: Path) -> dict[str, int]:
-        from pdelra.atomic import atomic_dir
-
         count = 0
         with atomic_dir(out / task) as tmp:
             for name, opener in _files(archive, task):
@@ -279,3 +277,9 @@ _EXTRACTORS = {
     "sst2": _extract_matching(SST2_FILE, "sst2", 3),
     "wikitext103": _extract_matching(WIKITEXT_FILE, "wikitext103", 3),
 }
+
+
+def extract_command(args: argparse.Namespace) -> int:
+    """`pdelra extract SOURCE --archive ARCHIVE --out DIR` (pdelra.data.cli)."""
+    extract(args.source, Path(args.archive), Path(args.out))
+    return 0

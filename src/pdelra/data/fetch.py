@@ -11,6 +11,7 @@ record are put back unchanged.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import os
 import shutil
@@ -104,3 +105,9 @@ def fetch(url: str, out: Path, md5: str | None = None) -> str:
     backup.unlink(missing_ok=True)
     log.info("fetched %s → %s (md5 %s)", url, out, actual)
     return actual
+
+
+def fetch_command(args: argparse.Namespace) -> int:
+    """`pdelra fetch --url URL --out PATH [--md5 MD5]` (pdelra.data.cli)."""
+    fetch(args.url, Path(args.out), args.md5)
+    return 0

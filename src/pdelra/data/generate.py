@@ -12,31 +12,21 @@ pathfinder 80/10/10). SST-2's n_val rows are dev.tsv and its n_test rows the unl
 
 from __future__ import annotations
 
+import argparse
+import json
 import logging
+import random
 from pathlib import Path
 from typing import Any
 
+from pdelra.atomic import atomic_dir
+from pdelra.data import agnews, image, listops, retrieval, settings, snakes, sst2, text, tokenize, wikitext
 from pdelra.data.errors import DataError
 
 log = logging.getLogger("pdelra.data")
 
-COMMON = {"n_train": 1000, "n_val": 100, "n_test": 100, "seed": 0}
-DEFAULTS: dict[str, dict[str, Any]] = {
-    # LRA's settings; demo configs shorten the lengths.
-    "listops": {**COMMON, "min_length": 500, "max_length": 2000, "max_depth": 10, "max_args": 10},
-    # Document lengths in characters (= byte tokens).
-    "text": {**COMMON, "min_length": 200, "max_length": 2000, "signal": 0.8},
-    "retrieval": {**COMMON, "min_length": 200, "max_length": 2000, "n_topics": 20},
-    "pathfinder": {**COMMON, "contour_length": 14, "distractors": 3, "per_folder": 1000},
-    "image": {**COMMON, "noise": 25.0},
-    # The official CTA experiments' sources (pdelra.data.cta); wikitext103 counts articles, not lines.
-    "agnews": {**COMMON, "signal": 0.8},
-    "sst2": {**COMMON, "signal": 0.8},
-    "wikitext103": {**COMMON, "n_train": 200, "n_val": 20, "n_test": 20, "noise": 0.05},
-    # Tokenizer stand-ins, built from generated text of the sources above (n_texts rows of each).
-    "wordpiece": {"seed": 0, "n_texts": 500, "split_longer_than": 7},
-    "bpe": {"seed": 0, "n_texts": 200, "vocab_size": 300},
-}
+COMMON = settings.COMMON
+DEFAULTS = settings.GENERATE_DEFAULTS
 
 
 def resolve_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -68,10 +58,8 @@ def resolve_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
             f"max_length={resolved['max_length']}",
         )
     if task == "listops":
-        from pdelra.data.listops import bounds_problem
-
         keys = ("min_length", "max_length", "max_depth", "max_args")
-        problem = bounds_problem(*(resolved[key] for key in keys))
+        problem = listops.bounds_problem(*(resolved[key] for key in keys))
         if problem:
             raise DataError(None, f"{where}: {problem}")
     return resolved
@@ -79,8 +67,6 @@ def resolve_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
 
 def generate(task: str, out: Path, params: dict[str, Any]) -> dict[str, Any]:
     """Write a generated raw source for `task` into `out` (replaced as a whole); returns the settings used."""
-    from pdelra.atomic import atomic_dir
-
     p = resolve_params(task, params)
     with atomic_dir(out) as tmp:
         _WRITERS[task](tmp, p)
@@ -88,9 +74,19 @@ def generate(task: str, out: Path, params: dict[str, Any]) -> dict[str, Any]:
     return p
 
 
-def _listops(out: Path, p: dict[str, Any]) -> None:
-    from pdelra.data import listops
+def generate_command(args: argparse.Namespace) -> int:
+    """`pdelra generate TASK --out DIR --params JSON` (pdelra.data.cli)."""
+    try:
+        params = json.loads(args.params)
+    except json.JSONDecodeError as err:
+        raise DataError(None, f"--params is not valid JSON ({err})") from err
+    if not isinstance(params, dict):
+        raise DataError(None, "--params must be a JSON object of settings")
+    generate(args.task, Path(args.out), params)
+    return 0
 
+
+def _listops(out: Path, p: dict[str, Any]) -> None:
     n = {"train": p["n_train"], "val": p["n_val"], "test": p["n_test"]}
     rows = listops.generate_rows(
         sum(n.values()),
@@ -107,8 +103,6 @@ def _listops(out: Path, p: dict[str, Any]) -> None:
 
 
 def _text(out: Path, p: dict[str, Any]) -> None:
-    from pdelra.data import text
-
     text.generate(
         out,
         n_train=p["n_train"] + p["n_val"],
@@ -121,8 +115,6 @@ def _text(out: Path, p: dict[str, Any]) -> None:
 
 
 def _retrieval(out: Path, p: dict[str, Any]) -> None:
-    from pdelra.data import retrieval
-
     retrieval.generate(
         out,
         n_train=p["n_train"],
@@ -136,8 +128,6 @@ def _retrieval(out: Path, p: dict[str, Any]) -> None:
 
 
 def _pathfinder(out: Path, p: dict[str, Any]) -> None:
-    from pdelra.data import snakes
-
     params = snakes.SnakeParams(contour_length=p["contour_length"], distractors=p["distractors"])
     snakes.generate(
         out,
@@ -149,41 +139,29 @@ def _pathfinder(out: Path, p: dict[str, Any]) -> None:
 
 
 def _image(out: Path, p: dict[str, Any]) -> None:
-    from pdelra.data import image
-
     image.generate(
         out, n_train=p["n_train"] + p["n_val"], n_test=p["n_test"], seed=p["seed"], noise=p["noise"]
     )
 
 
 def _agnews(out: Path, p: dict[str, Any]) -> None:
-    from pdelra.data import agnews
-
     agnews.generate(
         out, n_train=p["n_train"] + p["n_val"], n_test=p["n_test"], seed=p["seed"], signal=p["signal"]
     )
 
 
 def _sst2(out: Path, p: dict[str, Any]) -> None:
-    from pdelra.data import sst2
-
     sst2.generate(out, n_train=p["n_train"], n_val=p["n_val"], n_test=p["n_test"], seed=p["seed"],
                   signal=p["signal"])  # fmt: skip
 
 
 def _wikitext103(out: Path, p: dict[str, Any]) -> None:
-    from pdelra.data import wikitext
-
     wikitext.generate(out, n_train=p["n_train"], n_val=p["n_val"], n_test=p["n_test"], seed=p["seed"],
                       noise=p["noise"])  # fmt: skip
 
 
 def _classification_texts(n: int, seed: int) -> list[str]:
     """Texts as the AG News, SST-2 and IMDb generators write them (the WordPiece stand-in's corpus)."""
-    import random
-
-    from pdelra.data import agnews, sst2, text
-
     rng = random.Random(seed)
     rows = [" ".join(agnews.make_row(rng, i % len(agnews.CLASSES), 0.5)[1:]) for i in range(n)]
     rows += [sst2.make_sentence(rng, i % 2, 0.5) for i in range(n)]
@@ -191,17 +169,11 @@ def _classification_texts(n: int, seed: int) -> list[str]:
 
 
 def _wordpiece(out: Path, p: dict[str, Any]) -> None:
-    from pdelra.data import tokenize
-
     texts = _classification_texts(p["n_texts"], p["seed"])
     tokenize.build_wordpiece_vocab(texts, out, p["split_longer_than"])
 
 
 def _bpe(out: Path, p: dict[str, Any]) -> None:
-    import random
-
-    from pdelra.data import tokenize, wikitext
-
     rng = random.Random(p["seed"])
     lines = [line for _ in range(p["n_texts"]) for line in wikitext.make_article(rng, 0.05)]
     tokenize.train_bpe(lines, out, p["vocab_size"])

@@ -23,7 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
+from pdelra.atomic import write_bytes_atomic
 from pdelra.data.errors import DataError
+from pdelra.data.store import save_array
 
 SIDE = 32
 NUM_CLASSES = 2
@@ -251,9 +253,6 @@ def read_release_layout(root: Path) -> tuple[np.ndarray, np.ndarray, list[dict[s
 
 def write_packed(folder: Path, images: np.ndarray, labels: np.ndarray, skipped: list[dict[str, str]],
                  source: str) -> None:  # fmt: skip
-    from pdelra.atomic import write_bytes_atomic
-    from pdelra.data.store import save_array
-
     save_array(folder / PACKED_IMAGES, images)
     save_array(folder / PACKED_LABELS, labels)
     index = {"count": len(labels), "skipped": skipped, "source": source}

@@ -7,6 +7,7 @@ the manifest last.
 
 from __future__ import annotations
 
+import argparse
 import logging
 import shutil
 from collections.abc import Callable
@@ -344,3 +345,9 @@ TASKS: dict[str, Callable[[Path, Path, int, int], dict[str, Any]]] = {
     "pathfinder": _pathfinder,
     "image": _image,
 }
+
+
+def preprocess_command(args: argparse.Namespace) -> int:
+    """`pdelra preprocess TASK --raw DIR --out DIR` (pdelra.data.cli)."""
+    preprocess(args.task, Path(args.raw), Path(args.out), args.max_length, args.seed)
+    return 0

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
+from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
 
 if TYPE_CHECKING:
@@ -94,9 +95,8 @@ def summarise(specs: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(COLUMNS))
 
 
-def _run(args: argparse.Namespace) -> int:
-    from pdelra.atomic import write_csv_atomic
-
+def data_summary_command(args: argparse.Namespace) -> int:
+    """`pdelra data-summary --spec JSON --out CSV` (pdelra.data.cli)."""
     try:
         specs = (
             json.loads(Path(args.spec).read_text())
@@ -110,23 +110,3 @@ def _run(args: argparse.Namespace) -> int:
     off = table[~table["paper_setting"]]
     log.info("%d tasks, %d differ from the paper's setting → %s", len(table), len(off), args.out)
     return 0
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "data-summary",
-        help="what data and model size each task ran on, beside the paper's (tables/data.csv)",
-        description=(
-            "Write one row per task: real or generated data (source URL and md5, or the generator and its "
-            "settings), split sizes and max_length from the processed manifest, the configured model beside "
-            "the paper's Table 8, and whether all of it is the paper's setting. The report's data banner."
-        ),
-    )
-    parser.add_argument(
-        "--spec",
-        required=True,
-        help="JSON object (inline or a file): task → {manifest: PATH, source: real|generated, origin: TEXT, "
-        "model: {d_model, n_layers, n_heads, batch_size}}",
-    )
-    parser.add_argument("--out", required=True, help="the CSV to write, e.g. results/EXP/tables/data.csv")
-    parser.set_defaults(func=_run)

@@ -106,17 +106,8 @@ def aggregate_lm(metrics_files: Iterable[Path], out: Path) -> dict[str, Any]:
     return tables
 
 
-def _run(args: argparse.Namespace) -> int:
+def aggregate_command(args: argparse.Namespace) -> int:
+    """`pdelra lm aggregate` (pdelra.lm.cli)."""
     files = list(args.metrics) + (find_run_files(args.runs) if args.runs else [])
     aggregate_lm(files, args.out)  # no files: empty tables with headers (the report says "not run")
     return 0
-
-
-def register(subparsers: Any) -> None:
-    parser = subparsers.add_parser(
-        "aggregate", help="LM runs' metrics.json → lm_runs.csv, lm_dynamics.csv, lm_history.csv"
-    )
-    parser.add_argument("metrics", nargs="*", type=Path, help="metrics.json files of LM runs")
-    parser.add_argument("--runs", type=Path, help="also every T/V/S/SETTING/seedN/metrics.json under it")
-    parser.add_argument("--out", type=Path, required=True, help="tables folder")
-    parser.set_defaults(func=_run)

@@ -1,32 +1,15 @@
-"""`pdelra lm {prepare, train, aggregate}`: PhysQK-AD's byte-level language-model experiment."""
+"""`pdelra lm {prepare, train, aggregate}`: PhysQK-AD's byte-level language-model experiment, declared here
+(argparse only) and run by the handlers named: pdelra.lm.data, pdelra.lm.trainer, pdelra.lm.aggregate."""
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 from typing import Any
 
-
-def _prepare(args: argparse.Namespace) -> int:
-    from pdelra.lm.data import prepare
-
-    prepare(
-        args.corpus,
-        args.raw,
-        args.out,
-        window=args.window,
-        val_fraction=args.val_fraction,
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-        max_documents=args.max_documents,
-    )
-    return 0
+from pdelra.training.cli import add_lm_train_arguments
 
 
 def register(subparsers: Any) -> None:
-    from pdelra.lm import aggregate
-    from pdelra.training.cli import add_lm_train_arguments
-
     parser = subparsers.add_parser("lm", help="PhysQK-AD's byte-level LM: prepare, train, aggregate")
     sub = parser.add_subparsers(dest="lm_command", metavar="STEP", required=True)
 
@@ -39,7 +22,7 @@ def register(subparsers: Any) -> None:
     prep.add_argument("--test-fraction", type=float, default=0.05)
     prep.add_argument("--seed", type=int, default=0, help="seed of the document split")
     prep.add_argument("--max-documents", type=int, default=None, help="use only the first N documents")
-    prep.set_defaults(func=_prepare)
+    prep.set_defaults(handler="pdelra.lm.data:prepare_command")
 
     train = sub.add_parser("train", help="train one LM run and write its metrics.json (exit 75: resume)")
     add_lm_train_arguments(
@@ -49,4 +32,10 @@ def register(subparsers: Any) -> None:
         "processed LM folder (pdelra lm prepare)",
     )
 
-    aggregate.register(sub)
+    agg = sub.add_parser(
+        "aggregate", help="LM runs' metrics.json → lm_runs.csv, lm_dynamics.csv, lm_history.csv"
+    )
+    agg.add_argument("metrics", nargs="*", type=Path, help="metrics.json files of LM runs")
+    agg.add_argument("--runs", type=Path, help="also every T/V/S/SETTING/seedN/metrics.json under it")
+    agg.add_argument("--out", type=Path, required=True, help="tables folder")
+    agg.set_defaults(handler="pdelra.lm.aggregate:aggregate_command")

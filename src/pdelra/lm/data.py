@@ -15,6 +15,7 @@ other tasks: `{split}_tokens.npy` (N, window + 1) uint16, `{split}_lengths.npy` 
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import logging
 from collections.abc import Iterator
@@ -23,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from pdelra.data import store
+from pdelra.data import retrieval, store, text
 from pdelra.data.errors import DataError
 
 log = logging.getLogger(__name__)
@@ -42,26 +43,22 @@ def lm_task(corpus: str) -> str:
 def read_documents(corpus: str, raw: Path) -> Iterator[tuple[str, bytes]]:
     """(source, bytes) of every document of a raw corpus folder, in a fixed order."""
     if corpus == "text":
-        from pdelra.data.text import RELEASE_SPLITS, review_files
-
         root = raw / "aclImdb"
-        for split in RELEASE_SPLITS:
-            for path, _label in review_files(root, split):
+        for split in text.RELEASE_SPLITS:
+            for path, _label in text.review_files(root, split):
                 yield str(path.relative_to(raw)), path.read_bytes()
     elif corpus == "retrieval":
-        from pdelra.data.retrieval import SPLIT_FILES, read_pairs
-
         seen: set[bytes] = set()  # AAN pairs repeat documents: each distinct text once
-        for name in SPLIT_FILES.values():
+        for name in retrieval.SPLIT_FILES.values():
             path = raw / name
             if not path.is_file():
                 raise DataError(path, "not found: expected the LRA AAN layout new_aan_pairs.*.tsv")
-            for line, _label, text1, text2 in read_pairs(path):
-                for text in (text1, text2):
-                    digest = hashlib.sha1(text).digest()
+            for line, _label, text1, text2 in retrieval.read_pairs(path):
+                for document in (text1, text2):
+                    digest = hashlib.sha1(document).digest()
                     if digest not in seen:
                         seen.add(digest)
-                        yield f"{name}:{line}", text
+                        yield f"{name}:{line}", document
     else:
         raise ValueError(f"unknown LM corpus {corpus!r}; choose one of {', '.join(CORPORA)}")
 
@@ -160,3 +157,18 @@ def prepare(
     store.write_manifest(task_dir, manifest)
     log.info("LM %s: %s windows of %d from %s documents", corpus, counts, window, n_docs)
     return manifest
+
+
+def prepare_command(args: argparse.Namespace) -> int:
+    """`pdelra lm prepare CORPUS --raw DIR --out DIR` (pdelra.lm.cli)."""
+    prepare(
+        args.corpus,
+        args.raw,
+        args.out,
+        window=args.window,
+        val_fraction=args.val_fraction,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        max_documents=args.max_documents,
+    )
+    return 0

@@ -24,6 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from pdelra.lm.data import SEPARATOR
+from pdelra.lm.model import CausalLM, LMConfig
 from pdelra.training.runconfig import RunConfigError
 from pdelra.training.schedule import make_scheduler
 from pdelra.training.token_lm import NULL_OR_POS_INT, POS_INT, TokenLMRun, lm_schema, validate_against
@@ -77,8 +79,6 @@ class _LMRun(TokenLMRun):
     validate = staticmethod(validate_lm_run_config)
 
     def _build(self) -> None:
-        from pdelra.lm.model import CausalLM, LMConfig
-
         try:
             lm_cfg = LMConfig(
                 vocab_size=self.manifest["vocab_size"],
@@ -110,8 +110,6 @@ class _LMRun(TokenLMRun):
     @torch.inference_mode()
     def _evaluate(self, split: str) -> dict[str, float]:
         """Mean nats per predicted token and bits per predicted byte over the whole split."""
-        from pdelra.lm.data import SEPARATOR
-
         self.model.eval()
         nats, tokens, n_bytes = 0.0, 0, 0
         for batch in self._eval_batches(split):

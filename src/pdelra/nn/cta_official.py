@@ -33,13 +33,11 @@ from the table above (not `alpha_init`) and their number of steps from `cta_step
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 from torch import Tensor, nn
 
-if TYPE_CHECKING:  # at run time pdelra.nn.model imports this module, never the other way round
-    from pdelra.nn.model import ModelConfig
+# The model's fields, not pdelra.nn.model (which imports this module): ModelConfig is a ModelFields.
+from pdelra.nn.config import ModelFields
 
 # kind → (α₀, β₀): the official layers' default initial values; None = the kind has no β
 OFFICIAL_INIT: dict[str, tuple[float, float | None]] = {
@@ -240,7 +238,7 @@ class _Unrefined(nn.Module):
         return x
 
 
-def _refinement(cfg: ModelConfig, causal: bool) -> nn.Module:
+def _refinement(cfg: ModelFields, causal: bool) -> nn.Module:
     if cfg.variant == "none":
         return _Unrefined()
     if cfg.variant not in OFFICIAL_VARIANTS:
@@ -260,7 +258,7 @@ class OfficialTransformer(nn.Module):
         x = drop(emb(tokens) + pos[:, :L]);  per layer: x = TransformerEncoderLayer(x); x = refine(x, lengths)
     """
 
-    def __init__(self, cfg: ModelConfig, causal: bool = False) -> None:
+    def __init__(self, cfg: ModelFields, causal: bool = False) -> None:
         super().__init__()
         self.cfg, self.causal = cfg, causal
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
@@ -294,7 +292,7 @@ class OfficialEncoder(OfficialTransformer):
     POINTS = ("block_output",)  # the only insertion point of this backbone (ModelConfig checks variants)
     init_weights = staticmethod(_keep_default_init)  # applied to the whole classifier, head included
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelFields) -> None:
         super().__init__(cfg, causal=False)
 
     def forward(self, tokens: Tensor, lengths: Tensor) -> Tensor:
@@ -308,7 +306,7 @@ class OfficialCTALM(OfficialTransformer):
     attention mask and causal stencils; tokens (B, T) [, lengths (B,)] → next-token logits (B, T, vocab).
     cfg is a ModelConfig (backbone official_cta; num_classes is not used: the head predicts tokens)."""
 
-    def __init__(self, cfg: ModelConfig) -> None:
+    def __init__(self, cfg: ModelFields) -> None:
         super().__init__(cfg, causal=True)
         self.head = nn.Linear(cfg.d_model, cfg.vocab_size)
 

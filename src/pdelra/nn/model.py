@@ -56,7 +56,7 @@ Choices the papers leave open
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -64,6 +64,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from pdelra.importing import import_callable
+from pdelra.nn.config import ModelFields
 from pdelra.nn.cta_official import OFFICIAL_VARIANTS, OfficialEncoder, PDERefinement
 from pdelra.nn.ops import (
     MULTISCALE_INITS,
@@ -79,28 +80,8 @@ SCALES: dict[str, tuple[int, ...]] = {"h1": (1,), "h2": (2,), "h4": (4,), "multi
 
 
 @dataclass(frozen=True)
-class ModelConfig:
-    vocab_size: int
-    num_classes: int
-    max_length: int
-    d_model: int = 128
-    n_layers: int = 6
-    n_heads: int = 8
-    d_mlp: int = 512
-    dropout: float = 0.1
-    attn_dropout: float = 0.0  # > 0 forces CPU SDPA onto a path 2–12× slower (notes/measured-here.md)
-    variant: str = "none"
-    scale: str = "h1"
-    alpha_init: float = 0.1
-    two_tower: bool = False
-    cta_steps: int = 3  # pseudo-time steps of the Continuous-Time Attention variants
-    stencil_scaling: str = "unit"  # diffusion layers: "unit" (eq. 6) or "inverse_h2" (eq. 11, Δ_h / h²)
-    multiscale_init: str = "paper"  # "paper": α_init × (1, 0.6, 0.3); "normalised": same ratios, Σ = α_init
-    fused_diffusion: bool = True  # diffusion layers as one compiled operator (pdelra.nn.fused); False = eager
-    backbone: str = "pdelra"  # a key of ENCODERS: "pdelra" (this pre-LN one) or "official_cta" (CTA's own)
-    # A variant declared in the workflow config: {point, or a built-in variant's name for its points:
-    # {"operator": name, "args": {...}}}; None: the row VARIANTS[variant]. Not hashed (a dict).
-    operators: Mapping[str, Mapping[str, Any]] | None = field(default=None, hash=False)
+class ModelConfig(ModelFields):
+    """A model's settings (pdelra.nn.config, their one list) and their checks, made when it is built."""
 
     def __post_init__(self) -> None:
         if self.stencil_scaling not in STENCIL_SCALINGS:
@@ -138,10 +119,6 @@ class ModelConfig:
         for name in ("vocab_size", "num_classes", "max_length", "d_model", "n_heads", "d_mlp", "cta_steps"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be ≥ 1, got {getattr(self, name)}")
-
-    @property
-    def head_dim(self) -> int:
-        return self.d_model // self.n_heads
 
 
 # ----------------------------------------------------------------------------------------------------------

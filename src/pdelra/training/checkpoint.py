@@ -32,6 +32,7 @@ import torch
 
 from pdelra.atomic import atomic_path
 from pdelra.errors import UserError
+from pdelra.training.seeding import capture_rng_states, restore_rng_states
 
 log = logging.getLogger(__name__)
 
@@ -66,8 +67,6 @@ def save_checkpoint(ckpt_dir: Path, state: dict[str, Any]) -> Path:
 
 def trainer_states(model: Any, optimizer: Any, scheduler: Any) -> dict[str, Any]:
     """What every trainer's checkpoint holds besides its own state: the three state dicts and the RNGs."""
-    from pdelra.training.seeding import capture_rng_states
-
     return {
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict(),
@@ -81,8 +80,6 @@ def resume_trainer(
 ) -> dict[str, Any] | None:
     """Load this run's checkpoint (`load_checkpoint`), put its `trainer_states` back and return the rest of it
     for the trainer's own state; None when there is none to resume."""
-    from pdelra.training.seeding import restore_rng_states
-
     saved = load_checkpoint(ckpt_dir, identity)
     if saved is None:
         return None

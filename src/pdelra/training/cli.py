@@ -1,14 +1,15 @@
-"""`pdelra train`: one run of the paper's training recipe, resumable, writing RUN_DIR/metrics.json."""
+"""Subcommands `train` (one run of the paper's training recipe, resumable, writing RUN_DIR/metrics.json) and
+`train-pack` (K runs side by side), and the arguments of the LM trainers' commands: declared here (argparse
+only), run by the handlers they name (pdelra.training.commands, pdelra.training.pack), which import torch only
+when a run starts."""
 
 from __future__ import annotations
 
 import argparse
-import functools
-import importlib
-import logging
 from pathlib import Path
 
-log = logging.getLogger("pdelra.training")
+# Cheap (no torch): the keys that --run-config's help names.
+from pdelra.training.runconfig import REQUIRED_MODEL_KEYS, REQUIRED_TRAIN_KEYS, SCHEMA
 
 DESCRIPTION = """\
 Train one run (task, variant, scale, setting, seed) with the recipe of paper Tables 8-9: AdamW (betas
@@ -45,13 +46,28 @@ and cpu otherwise. A run that asked for cuda on a machine without CUDA exits 2 b
 CPU is allowed on purpose: --allow-cpu, or PDELRA_ALLOW_CPU=1 in the environment (which reaches every job).
 """
 
+PACK_DESCRIPTION = """\
+`pdelra train-pack`: the K runs of one pack (`resources.pack: K`) side by side on one job's GPU.
+
+Each member is its own `pdelra train` process (own threads, log, checkpoint folder and metrics.json): the
+run config given with its seed replaced by each of --seeds; output PACK_DIR/seed{n}, checkpoint folder
+CKPT_ROOT/seed{n}, log LOG_DIR/seed{n}.log, where an unpacked run has them. The launcher waits for all of
+them and prints each member's outcome. It outlives the SIGTERM/SIGUSR1 that Slurm sends at preemption or
+a time limit: it passes the signal on to the members still training, waits for each to checkpoint, and
+exits 75 so that a retry resumes them.
+
+Exit status: 0 when every member completed (or diverged, which is a result); otherwise the status of the
+first member that failed for another reason than an interruption (a signal that killed it: 128 + its
+number), else 75. A member that finished keeps its final state in its checkpoint folder (pdelra.training.
+finished), so when Snakemake deletes the failed pack's folder, the pack's retry restores the finished
+members instead of training them again and trains only the rest.
+"""
+
 DEVICES = ("auto", "cuda", "cpu")
 
 
 def _run_config_help() -> str:
     """--run-config's help, its keys read from the run-config schema (so the help names every key)."""
-    from pdelra.training.runconfig import REQUIRED_MODEL_KEYS, REQUIRED_TRAIN_KEYS, SCHEMA
-
     optional_train = sorted(set(SCHEMA["properties"]["train"]["properties"]) - set(REQUIRED_TRAIN_KEYS))
     return (
         "the run's config: a JSON/YAML file, or inline JSON starting with '{'. Keys: task, variant, scale, "
@@ -89,35 +105,58 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="where checkpoints go; keep it outside the Snakemake rule's declared outputs",
     )
     add_device_arguments(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(handler="pdelra.training.commands:train_command")
+
+    parser = subparsers.add_parser(
+        "train-pack",
+        help="train the K runs of a pack side by side (one `pdelra train` each); exit 75 = interrupted",
+        description=PACK_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--run-config",
+        required=True,
+        metavar="FILE_OR_JSON",
+        help="the members' run config; its seed is replaced by each of --seeds. " + RUN_CONFIG_HELP,
+    )
+    parser.add_argument("--seeds", required=True, type=int, nargs="+", help="the members' seeds")
+    parser.add_argument("--data", required=True, type=Path, metavar="PROCESSED_TASK_DIR", help="as train's")
+    parser.add_argument(
+        "--out", required=True, type=Path, metavar="PACK_DIR", help="members' seed{n}/ go here"
+    )
+    parser.add_argument(
+        "--checkpoint-dir",
+        required=True,
+        type=Path,
+        metavar="CKPT_ROOT",
+        help="members' checkpoint folders CKPT_ROOT/seed{n} (outside the rule's declared outputs)",
+    )
+    parser.add_argument(
+        "--log-dir", required=True, type=Path, metavar="LOG_DIR", help="members' logs LOG_DIR/seed{n}.log"
+    )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="CPU threads of each member (its SLURM_CPUS_PER_TASK; default: this job's, divided by K)",
+    )
+    add_device_arguments(parser)
+    parser.set_defaults(handler="pdelra.training.pack:train_pack_command")
 
 
 def add_lm_train_arguments(
     parser: argparse.ArgumentParser, trainer_module: str, run_config_help: str, data_help: str
 ) -> None:
     """The arguments of an LM trainer's command (`pdelra lm train`, `pdelra cta-official train-lm`), run by
-    `trainer_module.train_from_args`, imported only when the command runs (it imports torch)."""
+    pdelra.training.commands.train_lm_command with `trainer_module.train_from_args`, imported only when the
+    command runs (it imports torch)."""
     parser.add_argument("--run-config", required=True, metavar="FILE_OR_JSON", help=run_config_help)
     parser.add_argument("--data", type=Path, required=True, help=data_help)
     parser.add_argument("--out", type=Path, required=True, help="run folder for metrics.json")
     parser.add_argument("--checkpoint-dir", type=Path, required=True, help="checkpoint folder")
     add_device_arguments(parser)
-    parser.set_defaults(func=functools.partial(_train_lm, trainer_module))
-
-
-def _train_lm(trainer_module: str, args: argparse.Namespace) -> int:
-    """One LM run; a bad run config or data folder is one line and exit 2."""
-    from pdelra.data.errors import DataError
-    from pdelra.training.runconfig import RunConfigError
-
-    try:
-        train_from_args = importlib.import_module(trainer_module).train_from_args
-        return train_from_args(
-            args.run_config, args.data, args.out, args.checkpoint_dir, args.device, args.allow_cpu
-        )
-    except (RunConfigError, DataError) as exc:
-        log.error("%s", exc)
-        return 2
+    parser.set_defaults(handler="pdelra.training.commands:train_lm_command", lm_trainer=trainer_module)
 
 
 def add_device_arguments(parser: argparse.ArgumentParser) -> None:
@@ -134,23 +173,3 @@ def add_device_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="with --device cuda, train on the CPU where there is no CUDA (also: PDELRA_ALLOW_CPU=1)",
     )
-
-
-def run(args: argparse.Namespace) -> int:
-    from pdelra.data.errors import DataError
-    from pdelra.training.runconfig import RunConfigError, load_run_config
-
-    try:
-        cfg = load_run_config(args.run_config)
-        # torch is imported only once the config is valid
-        from pdelra.training.device import DeviceError, choose_device
-        from pdelra.training.runner import train_run
-
-        try:  # before the data, the lock or the checkpoint folder: a wrong machine fails in seconds
-            device = choose_device(args.device, args.allow_cpu)
-        except DeviceError as exc:
-            raise RunConfigError(str(exc)) from exc
-        return train_run(cfg, args.data, args.out, args.checkpoint_dir, device)
-    except (RunConfigError, DataError) as exc:
-        log.error("%s", exc)
-        return 2

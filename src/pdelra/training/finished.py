@@ -22,12 +22,16 @@ This module imports no torch (the workflow's handlers use it).
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import logging
 import os
 import shutil
 from pathlib import Path
 from typing import Any
+
+from pdelra.training import metrics as run_metrics  # code_version looked up at call time: tests replace it
+from pdelra.training.lock import LOCK_NAME
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +77,6 @@ def _link_or_copy(source: Path, target: Path) -> None:
 def restore(ckpt_dir: Path, out_dir: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
     """This run's kept final metrics, published again to OUT_DIR; None when there is nothing to restore
     (an unusable kept copy is removed, saying why)."""
-    from pdelra.training.metrics import code_version
-
     folder = finished_dir(ckpt_dir)
     if not folder.is_dir():
         return None
@@ -85,8 +87,10 @@ def restore(ckpt_dir: Path, out_dir: Path, identity: dict[str, Any]) -> dict[str
     for key, value in identity.items():
         if metrics.get(key) != value:
             return _discard(folder, f"its {key} differs from this run's")
-    if metrics.get("code_version") != code_version():
-        return _discard(folder, f"it was trained by code {metrics.get('code_version')}, not {code_version()}")
+    if metrics.get("code_version") != run_metrics.code_version():
+        return _discard(
+            folder, f"it was trained by code {metrics.get('code_version')}, not {run_metrics.code_version()}"
+        )
     publish(ckpt_dir, out_dir)
     log.info(
         "this run finished earlier (its final state was kept in %s); restored its results to %s: nothing "
@@ -125,10 +129,6 @@ def clear(ckpt_dir: Path) -> bool:
 
 
 def _remove_unheld_lock(ckpt_dir: Path) -> None:
-    import fcntl
-
-    from pdelra.training.lock import LOCK_NAME
-
     path = ckpt_dir / LOCK_NAME
     if not path.exists():
         return

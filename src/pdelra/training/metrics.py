@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from functools import cache
 from pathlib import Path
 
+from pdelra import __version__
+
 METRICS_NAME = "metrics.json"
 SCHEMA_VERSION = 1
 
@@ -72,8 +74,6 @@ def code_version() -> dict[str, str | None]:
 
     Never fails: outside git (an installed wheel, a copied tree, no git binary) the git field is None.
     """
-    from pdelra import __version__
-
     source_dir = Path(__file__).resolve().parent
     try:
         described = subprocess.run(

@@ -1,17 +1,5 @@
-"""`pdelra train-pack`: the K runs of one pack (`resources.pack: K`) side by side on one job's GPU.
-
-Each member is its own `pdelra train` process (own threads, log, checkpoint folder and metrics.json): the
-run config given with its seed replaced by each of --seeds; output PACK_DIR/seed{n}, checkpoint folder
-CKPT_ROOT/seed{n}, log LOG_DIR/seed{n}.log, where an unpacked run has them. The launcher waits for all of
-them and prints each member's outcome. It outlives the SIGTERM/SIGUSR1 that Slurm sends at preemption or
-a time limit: it passes the signal on to the members still training, waits for each to checkpoint, and
-exits 75 so that a retry resumes them.
-
-Exit status: 0 when every member completed (or diverged, which is a result); otherwise the status of the
-first member that failed for another reason than an interruption (a signal that killed it: 128 + its
-number), else 75. A member that finished keeps its final state in its checkpoint folder (pdelra.training.
-finished), so when Snakemake deletes the failed pack's folder, the pack's retry restores the finished
-members instead of training them again and trains only the rest.
+"""`pdelra train-pack`: the K runs of one pack (`resources.pack: K`) side by side on one job's GPU, each its
+own `pdelra train` process; what the command does and its exit status: pdelra.training.cli.PACK_DESCRIPTION.
 """
 
 from __future__ import annotations
@@ -29,10 +17,10 @@ from types import FrameType
 from typing import IO, Any
 
 from pdelra.training.interrupts import EXIT_INTERRUPTED, HANDLED_SIGNALS
+from pdelra.training.runconfig import RunConfigError, read_run_config, validate_run_config
 
 log = logging.getLogger("pdelra.training.pack")
 
-DESCRIPTION = __doc__
 LOG_TAIL_LINES = 20
 
 
@@ -45,47 +33,6 @@ class Member:
     log: Path
     process: subprocess.Popen[bytes] | None = None
     status: int | None = None
-
-
-def register(subparsers: argparse._SubParsersAction) -> None:
-    from pdelra.training.cli import RUN_CONFIG_HELP, add_device_arguments
-
-    parser = subparsers.add_parser(
-        "train-pack",
-        help="train the K runs of a pack side by side (one `pdelra train` each); exit 75 = interrupted",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument(
-        "--run-config",
-        required=True,
-        metavar="FILE_OR_JSON",
-        help="the members' run config; its seed is replaced by each of --seeds. " + RUN_CONFIG_HELP,
-    )
-    parser.add_argument("--seeds", required=True, type=int, nargs="+", help="the members' seeds")
-    parser.add_argument("--data", required=True, type=Path, metavar="PROCESSED_TASK_DIR", help="as train's")
-    parser.add_argument(
-        "--out", required=True, type=Path, metavar="PACK_DIR", help="members' seed{n}/ go here"
-    )
-    parser.add_argument(
-        "--checkpoint-dir",
-        required=True,
-        type=Path,
-        metavar="CKPT_ROOT",
-        help="members' checkpoint folders CKPT_ROOT/seed{n} (outside the rule's declared outputs)",
-    )
-    parser.add_argument(
-        "--log-dir", required=True, type=Path, metavar="LOG_DIR", help="members' logs LOG_DIR/seed{n}.log"
-    )
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        metavar="N",
-        help="CPU threads of each member (its SLURM_CPUS_PER_TASK; default: this job's, divided by K)",
-    )
-    add_device_arguments(parser)
-    parser.set_defaults(func=run)
 
 
 def members(config: dict[str, Any], seeds: list[int], args: argparse.Namespace) -> list[Member]:
@@ -101,9 +48,8 @@ def members(config: dict[str, Any], seeds: list[int], args: argparse.Namespace) 
     ]
 
 
-def run(args: argparse.Namespace) -> int:
-    from pdelra.training.runconfig import RunConfigError, read_run_config, validate_run_config
-
+def train_pack_command(args: argparse.Namespace) -> int:
+    """`pdelra train-pack` (pdelra.training.cli): a bad run config or seed list is one line and exit 2."""
     try:
         config, source = read_run_config(args.run_config)
         validate_run_config(config, source)  # before any process starts: a bad key fails once, here

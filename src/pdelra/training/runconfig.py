@@ -19,11 +19,13 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.errors import UserError
+from pdelra.nn.config import run_config_keys
 from pdelra.runs import BASE_SETTING, SETTING_NAME
 
-# Model keys every run config must give; ModelConfig may accept more (checked when the model is built, in
-# runner.build_model, so this module stays free of torch).
-REQUIRED_MODEL_KEYS = ("d_model", "n_layers", "n_heads", "d_mlp", "dropout", "attn_dropout", "alpha_init")
+# Model keys every run config must give, and their schema: the ModelConfig fields marked so (pdelra.nn.config,
+# torch-free). ModelConfig accepts more (checked when the model is built, in runner.build_model).
+MODEL_KEY_SCHEMAS = run_config_keys()
+REQUIRED_MODEL_KEYS = tuple(MODEL_KEY_SCHEMAS)
 
 # Train keys documented in docs/interfaces.md: required, so that a workflow that forgets one fails loudly.
 REQUIRED_TRAIN_KEYS = (
@@ -68,15 +70,7 @@ SCHEMA: dict[str, Any] = {
         "model": {
             "type": "object",
             "required": list(REQUIRED_MODEL_KEYS),
-            "properties": {
-                "d_model": _POS_INT,
-                "n_layers": {"type": "integer", "minimum": 0},
-                "n_heads": _POS_INT,
-                "d_mlp": _POS_INT,
-                "dropout": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-                "attn_dropout": {"type": "number", "minimum": 0, "exclusiveMaximum": 1},
-                "alpha_init": _NONNEG_NUMBER,
-            },
+            "properties": MODEL_KEY_SCHEMAS,
         },
         "train": {
             "type": "object",

@@ -27,6 +27,9 @@ import torch
 import torch.nn.functional as F
 
 from pdelra.atomic import write_json_atomic
+from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
+from pdelra.nn.model import LRAClassifier, ModelConfig
+from pdelra.runs import COMPLETED, DIVERGED
 from pdelra.training import batches as B
 from pdelra.training import finished
 from pdelra.training.checkpoint import (
@@ -53,6 +56,7 @@ from pdelra.training.runconfig import RunConfig, RunConfigError
 from pdelra.training.schedule import make_scheduler, planned_steps
 from pdelra.training.seeding import derive_seeds, seed_everything
 from pdelra.training.state import TrainState, cpu_copy
+from pdelra.training.weights import WEIGHTS_NAME, save_weights
 
 log = logging.getLogger("pdelra.training")
 
@@ -62,8 +66,6 @@ DERIVED_MODEL_FIELDS = frozenset({"vocab_size", "num_classes", "max_length", "va
 
 def build_model(cfg: RunConfig, manifest: dict[str, Any], two_tower: bool) -> torch.nn.Module:
     """The LRA classifier for this run; the manifest supplies vocabulary, classes and length."""
-    from pdelra.nn.model import LRAClassifier, ModelConfig
-
     allowed = {f.name for f in dataclasses.fields(ModelConfig)} - DERIVED_MODEL_FIELDS
     unknown = sorted(set(cfg.model) - allowed)
     if unknown:
@@ -98,8 +100,6 @@ def train_run(cfg: RunConfig, data_dir: Path, out_dir: Path, ckpt_dir: Path, dev
     """Train one run; returns 0 (completed or diverged, metrics.json written) or EXIT_INTERRUPTED (75).
 
     `device`: auto, cuda or cpu (pdelra.training.device.choose_device; cuda without CUDA is an error)."""
-    from pdelra.data.store import manifest_hash
-
     identity = {"config_hash": cfg.hash, "data_manifest_hash": manifest_hash(data_dir)}
     # The run's lock first: a second process for the same run (a rerun beside a job of a dead Snakemake)
     # waits here instead of training beside it. Then a run finished by an earlier attempt (or by the process
@@ -120,8 +120,6 @@ class _Trainer:
         interrupted: InterruptFlag,
         device: str = "auto",
     ) -> None:
-        from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
-
         self.started = time.monotonic()
         self.cfg, self.tc = cfg, cfg.train
         self.out_dir, self.ckpt_dir, self.interrupted = out_dir, ckpt_dir, interrupted
@@ -365,8 +363,6 @@ class _Trainer:
 
     def _save_weights(self, folder: Path) -> None:
         """FOLDER/model.safetensors: the best-validation weights (the last ones if no validation ever ran)."""
-        from pdelra.training.weights import WEIGHTS_NAME, save_weights
-
         best = self.best_weights is not None
         weights = self.best_weights if best else self.model.state_dict()
         meta = {"weights": "best_validation" if best else "last", "best_epoch": str(self.state.best_epoch)}
@@ -385,7 +381,7 @@ class _Trainer:
             "scale": cfg.scale,
             "setting": cfg.setting,
             "seed": cfg.seed,
-            "status": "diverged" if st.stop_reason == "diverged" else "completed",
+            "status": DIVERGED if st.stop_reason == "diverged" else COMPLETED,
             "diverged_at_step": st.diverged_at_step,
             "stop_reason": st.stop_reason,
             "test_accuracy": test_accuracy,

@@ -27,7 +27,8 @@ import numpy as np
 import torch
 
 from pdelra.atomic import write_json_atomic
-from pdelra.runs import RUN_KEYS  # a run's identity, first in metrics.json
+from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
+from pdelra.runs import COMPLETED, DIVERGED, RUN_KEYS  # a run's identity, first in metrics.json
 from pdelra.training import finished
 from pdelra.training.batches import epoch_order
 from pdelra.training.checkpoint import (
@@ -136,8 +137,6 @@ class TokenLMRun:
     def __init__(
         self, cfg: dict[str, Any], data_dir: Path, out_dir: Path, ckpt_dir: Path, device: str = "auto"
     ) -> None:
-        from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
-
         self.started = time.monotonic()  # this attempt's start: wall_time_s adds each attempt's time once
         self.cfg, self.tc = cfg, cfg["train"]
         self.out_dir, self.ckpt_dir = out_dir, ckpt_dir
@@ -199,8 +198,6 @@ class TokenLMRun:
 
         Like `pdelra train`: one process a run (the run's lock), and a run an earlier attempt finished is
         restored from its kept final state (pdelra.training.finished) instead of trained again."""
-        from pdelra.data.store import manifest_hash
-
         identity = {"config_hash": config_hash(cfg), "data_manifest_hash": manifest_hash(data_dir)}
         with run_lock(ckpt_dir), InterruptFlag() as interrupted:
             if finished.restore(ckpt_dir, out_dir, identity) is not None:
@@ -390,7 +387,7 @@ class TokenLMRun:
         metrics = {
             "schema_version": self.SCHEMA_VERSION,
             **{k: cfg[k] for k in RUN_KEYS},
-            "status": "diverged" if diverged else "completed",
+            "status": DIVERGED if diverged else COMPLETED,
             "diverged_at_step": st["diverged_at_step"],
             **results,
             "parameter_count": sum(p.numel() for p in self.model.parameters() if p.requires_grad),
