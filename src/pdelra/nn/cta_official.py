@@ -18,7 +18,8 @@ Causal (their LM): position i ≥ 2 takes the stencil that ends at i (Δ centred
 its future: u_i ← u_i + α (u_i − 2u_{i−1} + u_{i−2}) [+ β u_i (1 − σ(u_i)) | + β (u_i − u_{i−1})].
 
 How this differs from the pipeline's `cta_*` rows of `pdelra.nn.model.VARIANTS`, each row read in their code,
-is `DIFFERENCES` below (what; the pipeline; the official code): the report shows it as a table.
+is `pdelra.paper.CTA_OFFICIAL_DIFFERENCES` (what; the pipeline; the official code): the report shows it as a
+table.
 
 Their layer also blends y·m + x·(1 − m) with the padding mask m after the stencil rule; for finite inputs
 that is the identity (the rule has already left every padded position unchanged), so it is not repeated.
@@ -47,82 +48,6 @@ OFFICIAL_INIT: dict[str, tuple[float, float | None]] = {
     "advection-diffusion": (0.10, 0.03),
 }
 KINDS = tuple(OFFICIAL_INIT)
-
-# How the official operator differs from the pipeline's `cta_*` rows: (what, the pipeline, the official code).
-DIFFERENCES: tuple[tuple[str, str, str], ...] = (
-    (
-        "what evolves",
-        "attention rows along the key axis, A·p(Δ)·V inside each block",
-        "the hidden states, refined after each Transformer layer",
-    ),
-    (
-        "boundary",
-        "half-sample reflection",
-        (
-            "fixed end points: positions 0 and L−1 are not updated (causal: positions 2..L−1 are updated,"
-            " 0 and 1 are not)"
-        ),
-    ),
-    (
-        "padding",
-        "reflection at each sequence's last valid token",
-        (
-            "a position is updated only if all three stencil positions are valid; padding is left "
-            "unchanged (non-causal: so is the last valid token)"
-        ),
-    ),
-    (
-        "α",
-        "per channel, Σα < ½, shared across steps",
-        (
-            "one unconstrained scalar per layer; `pde_steps` makes separate layers, each with its own α "
-            "(and β)"
-        ),
-    ),
-    (
-        "wave",
-        "leapfrog from rest",
-        "first-order update α²Δu, α₀ = 0.15",
-    ),
-    (
-        "reaction–diffusion",
-        "logistic ρA(1 − A) on attention probabilities, rows renormalised",
-        "βu(1 − σ(u)) on hidden states, β₀ = 0.02",
-    ),
-    (
-        "advection–diffusion",
-        "flux form, |β| < 2α, β₀ = 0",
-        "central difference (backward when causal), β₀ = 0.03, unconstrained",
-    ),
-    (
-        "arithmetic",
-        "the activations' dtype (fused operator: float32)",
-        "float32 whatever the input (float64 too), cast back to the input's dtype",
-    ),
-    (
-        "short sequences",
-        "any L ≥ 1",
-        "L < 3: x returned as it is",
-    ),
-    (
-        "Transformer",
-        "pre-LN, GELU, final LN, learned position embedding, GPT-2 init",
-        (
-            "nn.TransformerEncoderLayer (post-LN, ReLU, dropout on attention weights too), position "
-            "parameter randn(1, L_max, d), PyTorch's default init, masked mean pooling, linear head"
-        ),
-    ),
-    (
-        "recipe",
-        "LRA Table 9",
-        (
-            "AdamW lr 1e-4, wd 0.01 on every parameter (α, β too), LinearLR warm-up from 0.1·lr over the "
-            "first 10 % of steps then constant, clip 1.0; d 128, 4 heads, FFN 256, 2 layers, dropout 0.1,"
-            " 1 PDE step; epochs 5/5/2 and max length 256/256/128 (IMDb, AG News, SST-2); WikiText-103 "
-            "LM: 4 steps, blocks of 512 tokens"
-        ),
-    ),
-)
 
 # variant name (pdelra.nn.model.VARIANTS, point block_output) → kind of the official refinement after each
 # layer

@@ -1,6 +1,13 @@
-"""The tables an experiment's tables folder may hold beside the run tables, by name: what `pdelra aggregate`
-takes as options and `pdelra claims` reads when present (a constant the command line shows, kept apart from
-pdelra.results.build so that declaring the commands imports nothing of the results layer)."""
+"""The names of the tables an experiment's tables folder holds beside the run tables, written by the steps of
+its other parts (pdelra.steps.parts): what `pdelra aggregate` takes as options and `pdelra claims` reads when
+present, and what the report may read. Constants only, so that the workflow, the command line and the report
+name them without importing the results layer or the parts' steps."""
 
-# Inputs read from a tables folder when present (beside the run tables).
-OPTIONAL_INPUTS = ("lm_runs", "lm_dynamics", "diagnostics", "cta_official_runs")
+LM_TABLES = ("lm_runs", "lm_dynamics", "lm_history")  # `pdelra lm aggregate` (PhysQK-AD's LM)
+# `pdelra cta-official aggregate` (Continuous-Time Attention's own experiments)
+CTA_OFFICIAL_TABLES = ("cta_official_runs", "cta_official_summary", "cta_official_lm")
+DIAGNOSTICS_TABLE = "diagnostics"  # `pdelra diagnose table`
+
+# Those read from a tables folder when present, in the order of aggregate's options (the parts' `reads`: a
+# test holds them equal).
+OPTIONAL_INPUTS = ("lm_runs", "lm_dynamics", DIAGNOSTICS_TABLE, "cta_official_runs")

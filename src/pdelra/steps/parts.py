@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pdelra.cta_official.grid import TABLES as CTA_OFFICIAL_TABLES
+from pdelra.results.inputs import CTA_OFFICIAL_TABLES, DIAGNOSTICS_TABLE, LM_TABLES
 from pdelra.runs import find_run_files
 
 TABLES_DIR = "tables"  # results/{experiment}/tables: where every part's rule writes its tables
@@ -63,7 +63,7 @@ PARTS = (
     Part(
         name="lm",
         section="lm",
-        tables=("lm_runs", "lm_dynamics", "lm_history"),
+        tables=LM_TABLES,
         reads=("lm_runs", "lm_dynamics"),
         runs="lm/runs",
         run_file="metrics.json",
@@ -75,8 +75,8 @@ PARTS = (
     Part(
         name="diagnostics",
         section=None,
-        tables=("diagnostics",),
-        reads=("diagnostics",),
+        tables=(DIAGNOSTICS_TABLE,),
+        reads=(DIAGNOSTICS_TABLE,),
         runs="runs",
         run_file="diagnostics.csv",
         build="pdelra.steps.diagnose:write_tables",  # what `pdelra diagnose table` runs

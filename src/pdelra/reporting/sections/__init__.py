@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pdelra.cta_official.grid import TABLES as CTA_OFFICIAL_TABLES
 from pdelra.data.summary import TABLE as DATA_TABLE
 from pdelra.reporting.display import say
 from pdelra.reporting.style import apply_theme
 from pdelra.results.build import AGGREGATE_TABLES, read_table
+from pdelra.results.inputs import CTA_OFFICIAL_TABLES
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -6,7 +6,7 @@ sizes), `cta_operator_comparison` (pdelra.results.related: the official operator
 the paper's After Attention diffusion on one LRA task) and the rows of `claims` whose family is
 `cta_official`; computes no statistic. Shows the recipe's deviations from the official scripts and the
 table of differences between the official operator and the pipeline's reading of the abstract (the `cta_*`
-rows), `pdelra.nn.cta_official.DIFFERENCES`. Says "not run" when the grid has no runs. The notebook prints
+rows), `pdelra.paper.CTA_OFFICIAL_DIFFERENCES`. Says "not run" when the grid has no runs. The notebook prints
 the section's heading.
 """
 
@@ -121,13 +121,10 @@ def lm_display(table: pd.DataFrame) -> pd.DataFrame:
 
 def differences_table() -> pd.DataFrame:
     """How the official operator differs from our reading of the abstract, as rows (What, Our reading of the
-    abstract, The official code): `pdelra.nn.cta_official.DIFFERENCES`, data, not text parsed."""
-    # Imported here on purpose: pdelra.nn.cta_official is the model and imports torch (seconds), which no
-    # other part of the report needs; importing the section (its tests, the notebook's imports) stays light.
-    from pdelra.nn.cta_official import DIFFERENCES
-
+    abstract, The official code): `pdelra.paper.CTA_OFFICIAL_DIFFERENCES`, data, not text parsed."""
     return pd.DataFrame(
-        DIFFERENCES, columns=["What", "Our reading of the abstract (cta_*)", "The official code"]
+        paper.CTA_OFFICIAL_DIFFERENCES,
+        columns=["What", "Our reading of the abstract (cta_*)", "The official code"],
     )
 
 
