@@ -602,7 +602,7 @@ def diagnose_run(
 
 def _with_reasons(frame: pd.DataFrame) -> pd.DataFrame:
     """`reason` as text, "" where nothing was skipped (a CSV reads an empty cell back as missing)."""
-    return frame.assign(reason=frame["reason"].fillna("").astype("str"))
+    return frame.assign(reason=frame["reason"].astype(object).fillna("").astype("str"))  # all-NaN: float
 
 
 def _stamp(
