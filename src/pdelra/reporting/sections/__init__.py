@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pdelra.data.summary import TABLE as DATA_TABLE
-from pdelra.reporting.display import say
 from pdelra.reporting.style import apply_theme
 from pdelra.results.build import AGGREGATE_TABLES, read_table
 from pdelra.results.inputs import CTA_OFFICIAL_TABLES
@@ -24,7 +23,6 @@ from pdelra.results.inputs import CTA_OFFICIAL_TABLES
 if TYPE_CHECKING:
     import pandas as pd
 
-__all__ = ["DECLARED_TABLES", "Report", "UndeclaredTableError", "say"]  # say: the notebook's `sections.say`
 
 # The tables the report rule declares as its inputs (workflow/rules/report.smk): what `pdelra aggregate`
 # writes, the data banner's `data` (`pdelra data-summary`) and the tables of CTA's own experiments (`pdelra

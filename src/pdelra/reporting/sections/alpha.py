@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pdelra.reporting import style
+from pdelra.reporting.display import say
 from pdelra.reporting.io import show_figure, show_table
-from pdelra.reporting.sections import Report, say
+from pdelra.reporting.sections import Report
 from pdelra.runs import BASE_SETTING, COMPLETED, RUN_KEYS
 
 if TYPE_CHECKING:

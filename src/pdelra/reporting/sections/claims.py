@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING
 
 from pdelra import paper
 from pdelra.reporting import style
+from pdelra.reporting.display import say
 from pdelra.reporting.io import save_table, show_figure
-from pdelra.reporting.sections import Report, say
+from pdelra.reporting.sections import Report
 from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS, headline, what_would_decide
 
 if TYPE_CHECKING:

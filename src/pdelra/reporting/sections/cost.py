@@ -4,8 +4,9 @@ the per-seed spread of the step-time overhead of every configuration (`cost_over
 from __future__ import annotations
 
 from pdelra.reporting import style
+from pdelra.reporting.display import say
 from pdelra.reporting.io import show_figure, show_table
-from pdelra.reporting.sections import Report, say
+from pdelra.reporting.sections import Report
 
 NOISE_NOTE = (
     "Per-run step times of jobs sharing a machine (a CPU demo, a busy node) vary by ±25 % or more between "

@@ -3,7 +3,8 @@
 
 from __future__ import annotations
 
-from pdelra.reporting.sections import Report, say
+from pdelra.reporting.display import say
+from pdelra.reporting.sections import Report
 from pdelra.results.claims import methods_markdown
 
 

@@ -6,8 +6,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from pdelra.reporting import style
+from pdelra.reporting.display import say
 from pdelra.reporting.io import save_table, show_figure, show_table
-from pdelra.reporting.sections import Report, say
+from pdelra.reporting.sections import Report
 from pdelra.reporting.sections.figures import ours_beside_paper_heatmaps
 
 if TYPE_CHECKING:

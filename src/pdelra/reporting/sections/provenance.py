@@ -6,8 +6,9 @@ from __future__ import annotations
 import datetime as dt
 
 from pdelra.reporting import style
+from pdelra.reporting.display import say
 from pdelra.reporting.io import save_table, show_table
-from pdelra.reporting.sections import Report, say
+from pdelra.reporting.sections import Report
 from pdelra.runs import BASE_SETTING, COMPLETED, MAIN_SCALE
 
 

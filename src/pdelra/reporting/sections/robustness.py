@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from pdelra.reporting import style
+from pdelra.reporting.display import say
 from pdelra.reporting.io import save_table, show_table
-from pdelra.reporting.sections import Report, say
+from pdelra.reporting.sections import Report
 
 
 def _table15(report: Report) -> None:

@@ -4,8 +4,9 @@ beside the paper's absolute and relative gains."""
 from __future__ import annotations
 
 from pdelra.reporting import style
+from pdelra.reporting.display import say
 from pdelra.reporting.io import show_table
-from pdelra.reporting.sections import Report, say
+from pdelra.reporting.sections import Report
 
 
 def render(report: Report) -> None:
