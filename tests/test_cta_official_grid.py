@@ -24,6 +24,7 @@ from pdelra.reporting.sections import Report
 from pdelra.reporting.sections import cta_official as section
 from pdelra.results.build import claims_table
 from pdelra.results.catalogue import cta
+from pdelra.results.inputs import CTA_OFFICIAL_TABLES
 
 PDE = "cta_official_diffusion"
 
@@ -156,7 +157,7 @@ def test_aggregate_writes_both_tables_and_catches_a_misplaced_run(tmp_path: Path
     runs = tmp_path / "cta_official" / "runs"
     files = [_metrics(runs, "agnews", v, 0, a) for v, a in (("none", 0.6), (PDE, 0.7))]
     assert main(["cta-official", "aggregate", "--out", str(tmp_path / "tables"), *map(str, files)]) == 0
-    written = {name: pd.read_csv(tmp_path / "tables" / f"{name}.csv") for name in grid.TABLES}
+    written = {name: pd.read_csv(tmp_path / "tables" / f"{name}.csv") for name in CTA_OFFICIAL_TABLES}
     assert list(written["cta_official_runs"]["variant"]) == [PDE, "none"]
     differences = written["cta_official_summary"]["ours_minus_official"]
     assert list(differences) == pytest.approx([0.7 - 0.721, 0.6 - 0.605])

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 from conftest import REPO, make_workspace, run_snakemake
 
-from pdelra.results.build import OPTIONAL_INPUTS
+from pdelra.results.inputs import OPTIONAL_INPUTS
 from pdelra.steps.parts import PARTS, READS, TABLES_DIR, aggregate_inputs, option
 
 

@@ -16,8 +16,9 @@ from test_aggregate import write_metrics
 
 from pdelra import paper
 from pdelra.reporting.io import read_artifacts
-from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS
+from pdelra.results.claims import CLAIM_COLUMNS, VERDICTS
 from pdelra.results.diagnostics import COLUMNS as DIAGNOSTICS_COLUMNS
+from pdelra.results.verdict_rule import VERDICT_RULE
 from pdelra.runs import run_dir
 from pdelra.steps.aggregate import aggregate
 from pdelra.steps.report import ReportError, build_report, write_partial_tables

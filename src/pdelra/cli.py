@@ -17,6 +17,7 @@ from collections.abc import Callable
 
 from pdelra import __version__, forkserver
 from pdelra.errors import UserError
+from pdelra.importing import import_callable
 
 # Each module exposes `register(subparsers)`, adding its subcommand(s) with
 # `set_defaults(handler="module:function")`: a function of the parsed arguments returning the exit status.
@@ -55,8 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:
     """The function that runs the chosen subcommand, its module imported now (only that one)."""
-    module, _, function = args.handler.partition(":")
-    return getattr(importlib.import_module(module), function)
+    return import_callable(args.handler, "handler")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
 from pdelra.atomic import write_csv_atomic
-from pdelra.cta_official.grid import LM_PDE, LM_TASK, OFFICIAL_LM_STEPS, TABLES, steps_setting
+from pdelra.cta_official.grid import LM_PDE, LM_TASK, OFFICIAL_LM_STEPS, steps_setting
+from pdelra.results.inputs import CTA_OFFICIAL_TABLES
 from pdelra.runs import BASELINE, COMPLETED, RUN_KEYS
 from pdelra.steps.aggregate import RUN_COLUMNS, MetricsError, read_run
 
@@ -181,7 +182,7 @@ def summarise(runs: pd.DataFrame) -> pd.DataFrame:
 def aggregate(metrics_files: Iterable[Path], out: Path) -> dict[str, pd.DataFrame]:
     """Write both tables into `out` (atomically each); return them by name."""
     runs = runs_table(metrics_files)
-    tables = dict(zip(TABLES, (runs, summarise(runs), summarise_lm(runs)), strict=True))
+    tables = dict(zip(CTA_OFFICIAL_TABLES, (runs, summarise(runs), summarise_lm(runs)), strict=True))
     for name, frame in tables.items():
         write_csv_atomic(frame, Path(out) / f"{name}.csv")
     not_done = int((runs["status"] != COMPLETED).sum())

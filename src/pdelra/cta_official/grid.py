@@ -31,7 +31,6 @@ from collections.abc import Mapping
 from typing import Any
 
 from pdelra import paper
-from pdelra.results.inputs import CTA_OFFICIAL_TABLES
 from pdelra.runs import BASE_SETTING, BASELINE, MAIN_SCALE
 
 Run = tuple[str, str, str, str, int]  # (task, variant, scale, setting, seed): pdelra.runs.RUN_KEYS
@@ -58,8 +57,6 @@ VOCAB = "bert_uncased_vocab"  # the vocab.txt download (real data)
 WORDPIECE = "wordpiece"  # the generated vocab.txt (`pdelra generate wordpiece`)
 LM_TOKENIZER = "tinyllama_tokenizer"  # TinyLlama's tokenizer.json download (real data)
 BPE = "bpe"  # the generated tokenizer.json (`pdelra generate bpe`)
-# The tables `pdelra cta-official aggregate` writes (as NAME.csv; pdelra.cta_official.aggregate).
-TABLES = CTA_OFFICIAL_TABLES
 # Download file names under data.raw_dir/downloads/ (extract tells tar from zip by content).
 DOWNLOAD_FILES = {
     "agnews": "agnews.tgz",

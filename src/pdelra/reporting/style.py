@@ -22,7 +22,6 @@ SCALE_LABELS = dict(
 )
 STENCIL_LABELS = {"unit": "eq. 6 (unit)", "inverse_h2": "eq. 11 (1/h²)", "paper": "paper Table 16"}
 TASKS = paper.TASKS  # the paper's task order (Table 10's columns)
-SCALES = SCALE_ORDER
 VARIANTS = tuple(paper.TABLE10)  # the baseline, then the seven positions in Table 10's order
 AVERAGE = "average"
 

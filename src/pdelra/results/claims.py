@@ -107,7 +107,6 @@ from pdelra.results import power, stats
 from pdelra.results.design import TaskNoise, task_noise
 from pdelra.results.power import DegreesOfFreedom
 from pdelra.results.stats import ALPHA
-from pdelra.results.verdict_rule import VERDICT_RULE  # noqa: F401  (its readers import it from here)
 from pdelra.runs import BASE_SETTING, BASELINE, COMPLETED, DIVERGED, MAIN_SCALE
 
 if TYPE_CHECKING:

@@ -17,12 +17,12 @@ Snakemake invocation, so a part names its builder as "module:function", imported
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pdelra.importing import import_callable
 from pdelra.results.inputs import CTA_OFFICIAL_TABLES, DIAGNOSTICS_TABLE, LM_TABLES
 from pdelra.runs import find_run_files
 
@@ -51,8 +51,7 @@ class Part:
         files = find_run_files(Path(experiment_dir) / self.runs, self.run_file)
         if not files:
             return {}
-        module, _, function = self.build.partition(":")
-        getattr(importlib.import_module(module), function)(files, Path(tables))
+        import_callable(self.build, f"part {self.name}'s builder")(files, Path(tables))
         return aggregate_inputs(Path(tables) / f"{name}.csv" for name in self.tables)
 
 

@@ -32,7 +32,8 @@ from pdelra.reporting.io import read_artifacts
 from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 from pdelra.reporting.style import VERDICT_COLOURS
 from pdelra.results.build import AGGREGATE_TABLES, read_table
-from pdelra.results.claims import VERDICT_RULE, headline, what_would_decide
+from pdelra.results.claims import headline, what_would_decide
+from pdelra.results.verdict_rule import VERDICT_RULE
 from pdelra.runs import find_run_files
 from pdelra.steps.aggregate import aggregate
 from pdelra.steps.cli import DEFAULT_KERNEL, DEFAULT_NOTEBOOK

@@ -9,7 +9,7 @@ from pdelra.reporting import style
 from pdelra.reporting.display import say
 from pdelra.reporting.io import show_figure, show_table
 from pdelra.reporting.sections import Report
-from pdelra.runs import BASE_SETTING, COMPLETED, RUN_KEYS
+from pdelra.runs import BASE_SETTING, COMPLETED, RUN_KEYS, SCALE_ORDER
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +44,7 @@ def _figure(report: Report, summary: pd.DataFrame) -> None:
     alpha = report.table("alpha").merge(completed, on=list(RUN_KEYS))  # the runs `learned_alpha` counts
     points = alpha[(alpha["setting"] == BASE_SETTING) & alpha["variant"].isin(set(summary["variant"]))]
     order = [v for v in style.with_own(style.VARIANTS, points["variant"]) if v in set(points["variant"])]
-    scales = [s for s in style.SCALES if s in set(points["scale"])]
+    scales = [s for s in SCALE_ORDER if s in set(points["scale"])]
     fig, ax = plt.subplots(figsize=(9, 4.5))
     sns.stripplot(
         data=points.assign(scale=points["scale"].map(style.scale_label)),

@@ -11,7 +11,8 @@ from pdelra.reporting import style
 from pdelra.reporting.display import say
 from pdelra.reporting.io import save_table, show_figure
 from pdelra.reporting.sections import Report
-from pdelra.results.claims import CLAIM_COLUMNS, VERDICT_RULE, VERDICTS, headline, what_would_decide
+from pdelra.results.claims import CLAIM_COLUMNS, VERDICTS, headline, what_would_decide
+from pdelra.results.verdict_rule import VERDICT_RULE
 
 if TYPE_CHECKING:
     import pandas as pd

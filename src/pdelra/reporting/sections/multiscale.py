@@ -10,6 +10,7 @@ from pdelra.reporting.display import say
 from pdelra.reporting.io import save_table, show_figure, show_table
 from pdelra.reporting.sections import Report
 from pdelra.reporting.sections.figures import ours_beside_paper_heatmaps
+from pdelra.runs import SCALE_ORDER
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -31,7 +32,7 @@ def render(report: Report) -> None:
     )
     positions = list(dict.fromkeys(t12["variant"]))
     t7 = pd.DataFrame({"position": [style.variant_label(v) for v in positions]})
-    for scale in style.SCALES:
+    for scale in SCALE_ORDER:
         d = t12[t12["scale"] == scale].set_index("variant").reindex(positions)
         t7[style.scale_label(scale)] = [
             style.ours_paper(style.mean_std(m, s), p, style.ACC)
@@ -66,7 +67,7 @@ def render(report: Report) -> None:
 def _figure8(report: Report, t12: pd.DataFrame, positions: list[str]) -> None:
     ours, theirs = (
         t12.pivot(index="variant", columns="scale", values=column)
-        .reindex(index=positions, columns=list(style.SCALES))
+        .reindex(index=positions, columns=list(SCALE_ORDER))
         .rename(index=style.variant_label, columns=style.scale_label)
         for column in ("mean", "paper")
     )
@@ -90,8 +91,8 @@ def _figure9_10(report: Report, t12: pd.DataFrame, positions: list[str]) -> None
 
     width = 0.2
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.6))
-    palette = sns.color_palette("deep", len(style.SCALES))
-    for i, scale in enumerate(style.SCALES):
+    palette = sns.color_palette("deep", len(SCALE_ORDER))
+    for i, scale in enumerate(SCALE_ORDER):
         d = t12[t12["scale"] == scale].set_index("variant").reindex(positions)
         x = np.arange(len(positions)) + (i - 1.5) * width
         for ax, ours, theirs in (
@@ -111,7 +112,7 @@ def _figure9_10(report: Report, t12: pd.DataFrame, positions: list[str]) -> None
     for ax in axes:
         labels = [style.variant_label(v) for v in positions]  # slanted: seven labels overlap when level
         ax.set_xticks(np.arange(len(positions)), labels, rotation=30, ha="right", fontsize="small")
-    key = [Patch(color=palette[i], label=style.scale_label(s)) for i, s in enumerate(style.SCALES)]
+    key = [Patch(color=palette[i], label=style.scale_label(s)) for i, s in enumerate(SCALE_ORDER)]
     key.append(
         Line2D([], [], marker=style.PAPER_MARKER, color=style.PAPER_COLOUR, linestyle="none", label="paper")
     )

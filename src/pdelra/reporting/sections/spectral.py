@@ -9,6 +9,7 @@ from pdelra.reporting import style
 from pdelra.reporting.display import say
 from pdelra.reporting.io import show_figure, show_table
 from pdelra.reporting.sections import Report
+from pdelra.runs import SCALE_ORDER
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -49,7 +50,7 @@ def _figure2(report: Report) -> None:
 
     curves = report.table("spectral_response")
     fig, axes = plt.subplots(1, 3, figsize=(16, 4.6))
-    scale_colours = dict(zip(style.SCALES, sns.color_palette("deep", len(style.SCALES)), strict=True))
+    scale_colours = dict(zip(SCALE_ORDER, sns.color_palette("deep", len(SCALE_ORDER)), strict=True))
     for scale, d in curves[curves["panel"] == "initial"].groupby("scale", sort=False):
         for scaling, c in d.groupby("stencil_scaling", sort=False):
             as_built = scaling == "unit"
