@@ -29,7 +29,8 @@ def test_a_noisier_pilot_asks_for_more_seeds_as_the_simulation_finds() -> None:
     29 % at 3, tests/test_claims_reach.py); After Embedding's +4 pp still 2."""
     pilot = draw_runs(paper_truth, np.random.default_rng(3), 5, 0.01)
     table = seeds.seeds_table(pilot).set_index("claim_id")
-    assert table.loc["multiscale_gain", "spread_from"].startswith("pilot (17 cells × 5 seeds)")
+    # The spread of the task's main grid (the baseline and seven positions); multi-scale cells have their own.
+    assert table.loc["multiscale_gain", "spread_from"].startswith("pilot (8 cells × 5 seeds)")
     assert 6 <= table.loc["multiscale_gain", "seeds_for_80"] <= 12
     assert 0.3 <= table.loc["multiscale_gain", "power_at_5"] <= 0.75
     assert table.loc["after_embedding_gain", "seeds_for_80"] == 2

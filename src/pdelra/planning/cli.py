@@ -172,5 +172,6 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="PILOT",
         help="with --power: a pilot's tables folder (its runs.csv): each task's run-to-run spread from its "
-        "runs where they make a usable design, else Table 15's",
+        "runs (the mean of its main grid's cell variances, where three cells or more have one), else "
+        "Table 15's",
     )

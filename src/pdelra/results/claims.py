@@ -13,41 +13,53 @@ step-time overhead over the baseline in percent, or a language model's test loss
   `catalogue.physqk.lm_claims`.
 
 Procedures (95 %, i.e. `ALPHA` = 5 % two-sided, 2.5 % per direction; `pdelra.results.stats`):
-- **Accuracy differences use the design's power** (`pdelra.results.design`). Seeds are blocks shared by every
-  cell of a task's grid (the same seed gives the same initialisation stream and data order), so one noise
-  variance per task is estimated from the residuals of the whole cells × seeds table: (C − 1)(S − 1) degrees
-  of freedom (28 for the 8 cells × 5 seeds of a task, 64 for ListOps with its multi-scale cells) where one
-  paired t-test has S − 1 = 4. A difference of cells (or of means of cells, averaged over tasks) is then a t
-  statistic with that pooled standard error, Satterthwaite's df across tasks. When a task's variances
-  differ across its cells (Brown–Forsythe at 5 %), a cell lacks some of the task's seeds, fewer than 3
-  cells or 3 seeds are there, or the metric is not an accuracy (step-time overheads, losses, perplexities),
-  the comparison falls back to the paired t-test over the seeds both cells completed (scipy `ttest_rel`),
-  Welch's t below 2 shared seeds, none below 2 seeds a side; the method column says which and why. This
-  choice over a hierarchical procedure (average claims first, per-task signs behind them) keeps every claim
-  testable on its own at the df the data have; its error rates are measured below.
-- **No p-value is ever 0**: a test accuracy lives on a grid of 1 / n_test (`n_test` from metrics.json). The
-  pooled variance is floored at the grid's resolution, a paired test at the binomial variance
-  p(1 − p) / n_test; with neither (a loss, a perplexity) and no spread, there is no test: inconclusive.
+- **Accuracy differences: each cell's own variance, moderated toward its grid** (`pdelra.results.design`).
+  Seeds are blocks shared by every cell of a task's grid (the same seed gives the same initialisation stream
+  and data order). Each cell's run-to-run variance is measured against the mean of the other cells of its
+  grid at the same seed, which removes the seed's effect: an exact χ² on seeds − 1 df whatever the other
+  cells' variances. With 5 seeds or more, it borrows from its grid by empirical Bayes (the limma moderated
+  variance, Smyth 2004) as far as its own spread agrees with the grid's: a cell whose spread the grid makes
+  surprising keeps its own. A difference of cells (or of means of cells, averaged over tasks) is then a t
+  statistic over the seeds its cells share, with Welch–Satterthwaite's df. So a noisier position has the
+  standard error of its own noise, not the task's average, and no verdict depends on a pre-test for equal
+  variances (which has no power at 3–5 seeds). Only the cells a claim compares enter its variance: a task's
+  main grid (the baseline and the seven positions at h1) and its scale grid (ListOps' multi-scale cells) are
+  measured apart, so the multi-scale cells never touch a single-scale claim. Cells in no grid (another
+  setting, a related system's or a config's own variant) and metrics other than accuracy (step-time
+  overheads, losses, perplexities) are compared by the paired t-test over the seeds both cells completed
+  (scipy `ttest_rel`), Welch's t below 2 shared seeds, none below 2 seeds a side; the method column says
+  which and why.
+- **A failed run is a finding, not noise.** A run that diverged, or completed at chance (its accuracy within
+  the 95 % binomial interval of 1 / classes on its test set: "failed to learn"), is named in the detail of
+  every claim of its cell ("In Attention on Text: diverged in 1 of 5 seeds") and left out of its cell's values
+  and of every other cell's reference, so it widens no other claim's variance. A claim involving a failed cell
+  is judged twice: on the runs that learned (its estimate, interval and power), and with every failed run
+  counted (a diverged one at chance accuracy) by paired t-tests over the claim's own cells. It is decided only
+  when both decide it the same way (each direction's p-value is the larger of the two); the detail gives both.
+  So a failure counts against its method, and a baseline that failed to learn cannot make a gain.
+- **No p-value is ever 0**: a test accuracy lives on a grid of 1 / n_test (`n_test` from metrics.json). Each
+  cell's variance is floored at the grid's resolution, and on fewer than 4 df at the binomial variance
+  p(1 − p) / n_test; a paired test likewise; with neither (a loss, a perplexity) and no spread, there is no
+  test: inconclusive.
 - **Directional claims**: `reproduced` when the 95 % interval excludes 0 on the paper's side, `contradicted`
-  on the other side. **No-difference claims** (a paper Δ within ± `EQUIVALENCE_MARGIN`, 1 pp, the one
-  threshold for "no difference"; for perplexity 1 % of our own reference cell's level): TOST around the
-  paper's own value, `reproduced` when the interval lies inside paper ± margin, `contradicted` when entirely
-  outside. (Judged around 0, a paper Δ of +0.83 pp could almost never be confirmed within ±1 pp.)
+  on the other side. **No-difference claims** (a paper Δ within ± `EQUIVALENCE_MARGIN`, 1 pp; for perplexity
+  1 % of our own reference cell's level) test agreement with the paper's own value, and say so ("within ±1 pp
+  of the paper's +0.83 pp"): TOST around it, `reproduced` when the interval lies inside paper ± margin,
+  `contradicted` when entirely outside. (Around 0, a paper Δ of +0.83 pp could almost never be confirmed
+  within ±1 pp.)
 - `Best` is an **intersection–union test**: `reproduced` only when every pairwise test favours the target
   (no correction is needed: all must reject); `contradicted` when some other cell is significantly better,
   Bonferroni over the k comparisons. So "multi-scale beats its best single scale" is tested against each
   single scale, not against one picked by its mean on the same runs.
-- `PairOrder` is the order **at the resolution the data support**: the pairs whose paper gap exceeds the
-  margin (12 of the 21 pairs of Table 6) must each be significantly in the paper's order (an
-  intersection–union test), and no pair at all may be significantly reversed (Bonferroni over all pairs);
-  a pair the paper separates by less than the margin (0.08, 0.16, 0.25 pp …) is "not separable here" and
-  only its reversal counts. The effect is (separable pairs in order − pairs reversed) / separable pairs.
-  (Requiring all 21 pairs, Holm-adjusted, made the claim unreachable: 0 % when the paper is right.)
-- **A diverged run counts against its method**: in accuracy claims at chance accuracy (`CHANCE_ACCURACY`, 1
-  over the number of classes), with a note; other metrics leave it out, with a note. Failed runs are left
-  out and counted (`n_excluded`). Two rows of one run are refused; a task or variant no claim names is said
-  in the log and in the detail of the claims that did not run; missing seeds and rows without a seed are
-  noted in the detail. Cost claims compare runs of one device type; mixed devices: inconclusive, with a note.
+- `PairOrder` is the order **at the resolution the data support**: only the pairs whose paper gap exceeds
+  the margin (12 of the 21 pairs of Table 6) are judged. `reproduced` when each is significantly in the
+  paper's order (an intersection–union test), `contradicted` when one of them is significantly reversed
+  (Bonferroni over them). A pair the paper separates by less than the margin (0.08, 0.16, 0.25 pp …) is left
+  out of the verdict, as the claim's words say; the detail names those reversed here. The effect is
+  (separable pairs in order − reversed) / separable pairs.
+- Two rows of one run are refused; a task or variant no claim names is said in the log and in the detail of
+  the claims that did not run; missing seeds and rows without a seed are noted in the detail. Cost claims
+  compare runs of one device type; mixed devices: inconclusive, with a note.
 
 Multiplicity. The abstract's three claims, `after_embedding_gain` (+4.1 pp), `after_attention_loss`
 (−2.5 pp) and `multiscale_gain` (multi-scale beats every single scale, averaged over the three positions of
@@ -72,31 +84,19 @@ all succeed have a joint power through the correlation their shared cells give. 
 claim with a smaller p was decided, so for a family's no-difference claims, decided last, it is optimistic.
 `pdelra plan --power` gives the same before any run, from a pilot or Table 15.
 
-Measured (tests/test_claims_reach.py, tests/test_claims_cases.py; constructed runs of the paper's grids,
-5 tasks × 8 positions (+ ListOps' 9 multi-scale cells), a per-seed effect shared by a task's cells (sd 0.5
-pp), per-run noise 0.5 or 1 pp; fixed seeds; 100 replications per setting with the truth set to the
-paper's Tables 10 and 12, 200 under the null):
-- truth = paper, n = 5, sd 0.5 pp: the three primary claims reproduced in 100 %, 100 % and 99 %, the
-  restated order in 100 %, every Table 11 effect of ≥ 2 pp in ≥ 91 % (after Holm over 35); at sd 1 pp the
-  order 94 %, multi-scale 51 %; at n = 3, sd 1 pp multi-scale 29 % (predicted 27 %); no claim falsely
-  "contradicted" above 2.5 % + 2 Monte Carlo se in any setting;
-- predicted power for the primary claims within 10 pp of the simulated rate in all four settings;
-- under the complete null, family-wise error (some claim decided) per family ≤ 5.5 % at n = 5, sd 0.5 pp
-  and ≤ 4.0 % at n = 3, sd 1 pp (bound 5 % + 2 se = 8.1 %);
-- the mechanism family with position-level effects (gain and predictors properties of the position, shared
-  by the tasks, unrelated): commutator "reproduced" 3.3 % (was 18.7 % shuffling within tasks), the family
-  decided 4.0 % (was 41.7 %);
-- the 95 % paired t-interval at n = 5 misses below 2.3 %, above 3.5 % (600 replications); a true Δ at the
-  1 pp margin reads "no difference" 2.0 % (400); n = 2 on a 100-example test set, no difference: false
-  "reproduced" 0 % of 600 (5.5 % without the floor).
+Measured: the simulations of tests/test_claims_reach.py (constructed runs of the paper's grids; the truth
+set to the paper, the complete null, one noisier position, one failed run) hold every family's error rate and
+the power targets; their figures, with replications and Monte Carlo se, are in docs/measurements.md.
 """
 
 from __future__ import annotations
 
+import copy
 import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -104,7 +104,15 @@ import numpy as np
 from pdelra import paper
 from pdelra.errors import UserError
 from pdelra.results import power, stats
-from pdelra.results.design import TaskNoise, task_noise
+from pdelra.results.design import (
+    MIN_REFERENCE,
+    MODERATED_SEEDS,
+    CellKey,
+    CellNoise,
+    GridNoise,
+    grid_noise,
+    satterthwaite,
+)
 from pdelra.results.power import DegreesOfFreedom
 from pdelra.results.stats import ALPHA
 from pdelra.runs import BASE_SETTING, BASELINE, COMPLETED, DIVERGED, MAIN_SCALE
@@ -133,6 +141,9 @@ DESIGN_VARIANTS = frozenset((BASELINE, *paper.POSITIONS))  # the cells whose run
 # A paper Δ within this margin is "no difference", and a no-difference claim is reproduced when our 95 %
 # interval lies inside it: one threshold for both (1 percentage point of accuracy).
 EQUIVALENCE_MARGIN = 0.01
+# A completed run "failed to learn" when its accuracy is within the 95 % binomial interval of chance (or
+# below).
+FAILURE_Z = NormalDist().inv_cdf(1 - ALPHA / 2)
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not run")
 SIZES = ("as claimed", "smaller than claimed", "larger than claimed", "opposite sign")
@@ -309,8 +320,12 @@ def expected_direction(paper_effect: float, margin: float = EQUIVALENCE_MARGIN) 
 
 
 def direction_word(delta: float) -> str:
+    """The claim's words for a paper Δ (accuracy): a gain, a loss, or — within the margin — what TOST tests:
+    agreement with the paper's own value, not a difference of 0."""
     e = expected_direction(delta)
-    return "no difference (within ±1 pp)" if e == 0 else ("gain" if e > 0 else "loss")
+    if e == 0:
+        return f"within ±{100 * EQUIVALENCE_MARGIN:g} pp of the paper's {100 * delta:+.2f} pp"
+    return "gain" if e > 0 else "loss"
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -324,8 +339,8 @@ class ClaimsInputError(UserError, ValueError):
 class SeedValues:
     """Per-seed values of one cell (or pooled cells) on the metric's tasks: `values` (seed → value) for
     seeds usable on every task, `missing` (what has no run at all), `excluded` (runs that exist but count
-    nowhere), `notes` (what a reader must know: diverged runs counted at chance, missing seeds) and the
-    `devices` the runs ran on."""
+    nowhere), `notes` (what a reader must know: failed runs, missing seeds), the `devices` the runs ran on and
+    `failed` (seed → why, for the runs that diverged or failed to learn: left out of `values`)."""
 
     values: dict[int, float]
     missing: list[str]
@@ -333,21 +348,37 @@ class SeedValues:
     notes: list[str] = field(default_factory=list)
     devices: set[str] = field(default_factory=set)
     epoch_budgets: set[int] = field(default_factory=set)  # runs.csv's max_epochs of the runs used
+    failed: dict[int, str] = field(default_factory=dict)
+
+
+def failed_to_learn(accuracy: float, task: str, n_test: float) -> bool:
+    """A completed run that sits at chance: its test accuracy at or below the upper end of the 95 % binomial
+    interval around 1 / classes on its test set (unknown without n_test: then never)."""
+    if task not in CHANCE_ACCURACY or _isnan(n_test) or n_test <= 0:
+        return False
+    p0 = CHANCE_ACCURACY[task]
+    return accuracy <= p0 + FAILURE_Z * math.sqrt(p0 * (1 - p0) / n_test)
 
 
 class RunIndex:
     """The runs table indexed once by (task, variant, scale, setting): every claim reads cells from here.
 
     Refused: two rows of one run (task, variant, scale, setting, seed). Left out with a note: rows without
-    a seed. A diverged run counts against its method: at chance accuracy (`CHANCE_ACCURACY`) in accuracy
-    claims, and left out, with a note, of the others (its step time and loss mean nothing)."""
+    a seed. A run that failed — diverged, or completed at chance (`failed_to_learn`) — is a finding, not
+    noise: it is left out of its cell's values and named in the notes, and the accuracy claims of its cell
+    are judged with and without it (`judge`); other metrics leave a diverged run out (its step time and loss
+    mean nothing)."""
 
-    def __init__(self, runs: pd.DataFrame | None):
+    def __init__(self, runs: pd.DataFrame | None, *, failures: bool = False):
         self._rows: dict[tuple[str, str, str, str], list[tuple[int, str, dict[str, Any]]]] = {}
         self.notes: dict[tuple[str, str, str, str], list[str]] = {}
         self._n_test: dict[str, float] = {}
-        self._noise: dict[tuple[str, str], TaskNoise] = {}
+        self._noise: dict[tuple[str, str, str], GridNoise] = {}
+        self._assumed: dict[str, float] = {}
         self._cells: dict[tuple[Cell, str, str], SeedValues | None] = {}
+        self.failures = (
+            failures  # this view counts failed runs (at chance when diverged) instead of dropping them
+        )
         if runs is None or not len(runs):
             return
         records = runs.to_dict("records")
@@ -379,6 +410,13 @@ class RunIndex:
             )
         self._n_test = {task: float(np.median(v)) for task, v in n_test.items()}
 
+    def with_failures(self) -> RunIndex:
+        """The same runs, with every failed run counted (a diverged one at chance accuracy): the view in which
+        a claim involving a failed cell is judged a second time."""
+        other = copy.copy(self)
+        other.failures, other._cells, other._noise = True, {}, {}
+        return other
+
     def names(self) -> tuple[set[str], set[str]]:
         """(tasks, variants) that have runs."""
         return {k[0] for k in self._rows}, {k[1] for k in self._rows}
@@ -396,51 +434,97 @@ class RunIndex:
         if not rows:
             return None
         values: dict[int, float] = {}
-        notes = list(self.notes.get(key, []))
-        at_chance = 0
+        failed: dict[int, str] = {}
+        accuracy = column == ACCURACY and task in CHANCE_ACCURACY
+        n_test = self._n_test.get(task, math.nan)
         for seed, status, record in rows:
             value = record.get(column)
             if status == COMPLETED and not _isnan(value):
-                values[seed] = float(value)
-            elif status == DIVERGED and column == ACCURACY and task in CHANCE_ACCURACY:
-                values[seed] = CHANCE_ACCURACY[task]
-                at_chance += 1
-        if at_chance:
-            notes.append(
-                f"{at_chance} diverged run(s) of {cell.label()} on {paper.TASK_LABELS.get(task, task)} "
-                f"counted at chance accuracy ({CHANCE_ACCURACY[task]:g})"
-            )
+                if accuracy and failed_to_learn(float(value), task, record.get("n_test", n_test)):
+                    failed[seed] = "failed to learn"
+                    if self.failures:
+                        values[seed] = float(value)
+                else:
+                    values[seed] = float(value)
+            elif status == DIVERGED and accuracy:
+                failed[seed] = "diverged"
+                if self.failures:
+                    values[seed] = CHANCE_ACCURACY[task]
+        notes = list(self.notes.get(key, []))
+        if failed:
+            where = f"{cell.label()} on {paper.TASK_LABELS.get(task, task)}"
+            for why in ("diverged", "failed to learn"):
+                if n := sum(w == why for w in failed.values()):
+                    notes.append(f"{where}: {why} in {n} of {len(rows)} seeds")
         used = [r for s, _, r in rows if s in values]
         devices = {str(r.get("device")) for r in used if not _isnan_or_none(r.get("device"))}
         budgets = {int(r["max_epochs"]) for r in used if not _isnan(r.get("max_epochs"))}
-        return SeedValues(values, [], len(rows) - len(values), notes, devices, budgets)
+        excluded = sum(1 for s, _, _ in rows if s not in values and s not in failed)
+        return SeedValues(values, [], excluded, notes, devices, budgets, failed)
 
-    def noise(self, task: str, column: str) -> TaskNoise:
-        """The task's pooled noise over the paper's design, its base-setting cells of the baseline and the
-        seven positions at every scale (`pdelra.results.design`), computed once. Other cells (a related
-        system's, a config's own variant) are compared by their own paired tests, so that adding them
-        changes no verdict of the paper's claims."""
-        if (task, column) not in self._noise:
-            cells: dict[tuple[str, str, str], dict[int, float]] = {}
-            for key in self._rows:
-                if key[0] == task and key[3] == BASE_SETTING and key[1] in DESIGN_VARIANTS:
-                    found = self.cell(Cell(key[1], key[2], key[3]), task, column)
-                    if found is not None and found.values:
-                        cells[key[1:]] = found.values
-            self._noise[(task, column)] = task_noise(cells, self._n_test.get(task, math.nan))
-        return self._noise[(task, column)]
+    def grid(self, task: str, keys: set[CellKey]) -> str | None:
+        """The grid of `task` that holds every cell of `keys` (`pdelra.results.design`): "main" (the baseline
+        and the seven positions at h1), "scale" (the positions run at several scales, at every scale), or
+        None."""
+        if all(k[2] == BASE_SETTING and k[1] == MAIN_SCALE and k[0] in DESIGN_VARIANTS for k in keys):
+            return "main"
+        multiscale = self._multiscale_variants(task)
+        if all(k[2] == BASE_SETTING and k[0] in multiscale for k in keys):
+            return "scale"
+        return None
 
-    def assume_noise(self, variances: Mapping[str, float], column: str) -> None:
-        """Replace tasks' pooled variance by assumed ones, over the same design cells and seeds and with the
-        df that design gives (for planning seeds before any run: `pdelra.results.seeds`)."""
-        for task, variance in variances.items():
-            found = self.noise(task, column)
-            df = (len(found.cells) - 1) * (len(found.seeds) - 1)
-            self._noise[(task, column)] = TaskNoise(variance, df, found.cells, found.seeds, 0.0)
+    def _multiscale_variants(self, task: str) -> set[str]:
+        return {
+            k[1] for k in self._rows if k[0] == task and k[3] == BASE_SETTING and k[2] != MAIN_SCALE
+        } & DESIGN_VARIANTS
+
+    def _grid_keys(self, task: str, grid: str) -> list[CellKey]:
+        keys = [(k[1], k[2], k[3]) for k in self._rows if k[0] == task]
+        if grid == "main":
+            return [k for k in keys if self.grid(task, {k}) == "main"]
+        multiscale = self._multiscale_variants(task)
+        return [k for k in keys if k[2] == BASE_SETTING and k[0] in multiscale]
+
+    def noise(self, task: str, grid: str, column: str) -> GridNoise:
+        """The per-cell noise of one grid of one task (`pdelra.results.design`), computed once: each cell's
+        variance against the grid's other cells, over its usable (learned) runs. Cells outside the grids (a
+        related system's, a config's own variant) are compared by their own paired tests, so that adding
+        them changes no verdict of the paper's claims."""
+        if (task, grid, column) not in self._noise:
+            cells: dict[CellKey, dict[int, float]] = {}
+            for key in self._grid_keys(task, grid):
+                found = self.cell(Cell(*key), task, column)
+                if found is not None and found.values:
+                    cells[key] = found.values
+            noise = grid_noise(cells, self._n_test.get(task, math.nan))
+            if task in self._assumed:
+                # Under the assumption every cell is alike: each borrows the other cells' df (`moderate`).
+                total = sum(c.own_df for c in noise.cells.values())
+                assumed = {}
+                for k, c in noise.cells.items():
+                    v = self._assumed[task] * (1 + 1 / max(c.reference, 1))
+                    df = (
+                        total
+                        if c.own_df >= MODERATED_SEEDS - 1 and len(noise.cells) > MIN_REFERENCE
+                        else c.own_df
+                    )
+                    assumed[k] = CellNoise(v, df, c.reference, v, c.own_df)
+                noise = GridNoise(assumed, noise.reasons, 0.0)
+            self._noise[(task, grid, column)] = noise
+        return self._noise[(task, grid, column)]
+
+    def assume_noise(self, variances: Mapping[str, float]) -> None:
+        """Assume each task's run-to-run variance (every cell alike) instead of measuring it, over the same
+        cells and seeds, for planning seeds before any run (`pdelra.results.seeds`). Each cell's assumed
+        variance carries its reference's share, 1 / (reference cells), as the measured one does."""
+        self._assumed = dict(variances)
+        self._noise = {}
 
     def floor(self, task: str, column: str) -> float:
         """The smallest variance of one run's value on this task (binomial, for accuracy; else 0)."""
-        return self.noise(task, column).floor if column == ACCURACY else 0.0
+        if column != ACCURACY or task in self._assumed:
+            return 0.0
+        return self.noise(task, "main", column).floor
 
 
 def _isnan(value: Any) -> bool:
@@ -527,9 +611,10 @@ def _weights(cells: Cells, weight: float) -> dict[Cell, float]:
 
 
 def compare(index: RunIndex, a: Cells, b: Cells, metric: Metric, sign: float = 1.0) -> Comparison:
-    """sign·(a − b) on the metric: the pooled-variance t of `pdelra.results.design` when every task of the
-    metric has a usable design holding every cell (accuracy only), else the paired t over the seeds a and b
-    share (variance floored at the tasks' binomial floor), Welch's t below 2 shared seeds."""
+    """sign·(a − b) on the metric: Welch–Satterthwaite's t over the cells' own variances
+    (`pdelra.results.design`) when every task of the metric holds the cells in one grid with a measured
+    variance for each (accuracy only, failed runs left out), else the paired t over the seeds a and b share
+    (variance floored at the tasks' binomial floor), Welch's t below 2 shared seeds."""
     sa, sb = seed_values(index, a, metric), seed_values(index, b, metric)
     notes = list(dict.fromkeys(sa.notes + sb.notes))
     where = f" on {paper.TASK_LABELS.get(metric.tasks[0], metric.tasks[0])}" if len(metric.tasks) == 1 else ""
@@ -551,18 +636,12 @@ def compare(index: RunIndex, a: Cells, b: Cells, metric: Metric, sign: float = 1
         nan = stats.Estimate(math.nan, math.nan, math.nan, 0, BASELINE)
         return Comparison(nan, math.nan, DegreesOfFreedom(1.0), reference, notes, devices, missing)
     tasks = metric.tasks
-    pooled = metric.column == ACCURACY and metric.overhead_vs is None
-    if pooled:
-        noises = [index.noise(t, metric.column) for t in tasks]
-        keys = {(c.variant, c.scale, c.setting) for c in weights}
-        unusable = [
-            f"{paper.TASK_LABELS.get(t, t)}: {n.reason or 'a cell outside its design'}"
-            for t, n in zip(tasks, noises, strict=True)
-            if not n.usable or not keys <= n.cells
-        ]
-        if not unusable:
-            return _pooled(index, weights, metric, noises, reference, notes, devices)
-        notes.append("paired t (no pooled variance: " + "; ".join(unusable) + ")")
+    if metric.column == ACCURACY and metric.overhead_vs is None and not index.failures:
+        per_cell = _per_cell(index, weights, metric)
+        if not isinstance(per_cell, str):
+            est, dof = per_cell
+            return Comparison(est, est.se * math.sqrt(est.n), dof, reference, notes, devices, [])
+        notes.append(f"paired t (no per-cell variances: {per_cell})")
     floor = (
         sum(index.floor(t, metric.column) * sum(w * w for w in weights.values()) for t in tasks)
         / len(tasks) ** 2
@@ -577,49 +656,54 @@ def compare(index: RunIndex, a: Cells, b: Cells, metric: Metric, sign: float = 1
     return Comparison(est, sd1, DegreesOfFreedom(1.0), reference, notes, devices, [])
 
 
-def _pooled(
-    index: RunIndex,
-    weights: Mapping[Cell, float],
-    metric: Metric,
-    noises: Sequence[TaskNoise],
-    reference: float,
-    notes: list[str],
-    devices: set[str],
-) -> Comparison:
-    """The contrast Σ w_c ȳ_c averaged over the tasks, each task over its design's seeds; variance
-    Σ_t σ_t² Σ_c w_c² / (T² S_t), Satterthwaite's df across tasks."""
+def _per_cell(
+    index: RunIndex, weights: Mapping[Cell, float], metric: Metric
+) -> tuple[stats.Estimate, DegreesOfFreedom] | str:
+    """The contrast Σ w_c ȳ_c averaged over the tasks, each task over the seeds its cells share; variance
+    Σ_t Σ_c w_c² v_tc / (T² S_t) from each cell's moderated variance v_tc, Welch–Satterthwaite's df over all
+    of them (`pdelra.results.design`), and how that df grows with seeds (for power); or why it cannot be
+    had."""
     tasks = metric.tasks
-    effect, variance, per_seed, df_terms = 0.0, 0.0, 0.0, 0.0
-    for task, noise in zip(tasks, noises, strict=True):
-        seeds = sorted(noise.seeds)
-        contrast = 0.0
-        for cell, w in weights.items():
-            values = index.cell(cell, task, metric.column).values  # type: ignore[union-attr]
-            contrast += w * float(np.mean([values[s] for s in seeds]))
-        effect += contrast / len(tasks)
-        share = noise.variance * sum(w * w for w in weights.values()) / len(tasks) ** 2
-        variance += share / len(seeds)
-        per_seed += share
-        df_terms += (share / len(seeds)) ** 2 / noise.df
-    n = min(len(nz.seeds) for nz in noises)
-    df = variance**2 / df_terms if df_terms > 0 else math.nan
-    cells = min(len(nz.cells) for nz in noises)
-    method = f"pooled t ({cells}+ cells × {n} seeds per task, df {df:.0f})"
-    est = stats.t_estimate(effect, math.sqrt(variance), df, n, method)
-    dof = DegreesOfFreedom(df / (n - 1))
-    return Comparison(est, math.sqrt(per_seed), dof, reference, notes, devices, [])
+    keys = {(c.variant, c.scale, c.setting): w for c, w in weights.items()}
+    effect, variance, floored = 0.0, 0.0, False
+    shares: list[tuple[float, float]] = []
+    alone: list[tuple[float, float]] = []  # the same without moderation: the df below MODERATED_SEEDS seeds
+    n = math.inf
+    for task in tasks:
+        label = paper.TASK_LABELS.get(task, task)
+        grid = index.grid(task, set(keys))
+        if grid is None:
+            return f"{label}: a cell outside the task's grids"
+        noise = index.noise(task, grid, metric.column)
+        if unmeasured := [k for k in keys if k not in noise.cells]:
+            k = unmeasured[0]
+            return f"{label}: {Cell(*k).label()}, {noise.reasons.get(k, 'no usable run')}"
+        found = {k: index.cell(Cell(*k), task, metric.column) for k in keys}
+        values = {k: v.values for k, v in found.items() if v is not None}
+        seeds = sorted(set.intersection(*(set(v) for v in values.values())))
+        if len(seeds) < 2:
+            return f"{label}: {len(seeds)} seed(s) shared by the cells"
+        effect += sum(w * float(np.mean([values[k][s] for s in seeds])) for k, w in keys.items()) / len(tasks)
+        scale = len(tasks) ** 2 * len(seeds)
+        for k, w in keys.items():
+            cell = noise.cells[k]
+            variance += w * w * cell.variance / scale
+            shares.append((w * w * cell.variance / scale, cell.df))
+            alone.append((w * w * cell.own / scale, cell.own_df))
+        floored |= any(noise.cells[k].floored for k in keys)
+        n = min(n, len(seeds))
+    df = satterthwaite(shares)
+    moderated = any(d > o for (_, d), (_, o) in zip(shares, alone, strict=True))
+    method = f"{'moderated ' if moderated else ''}per-cell t (Welch–Satterthwaite, df {df:.0f})"
+    method += ", variance floored" if floored else ""
+    est = stats.t_estimate(effect, math.sqrt(variance), df, int(n), method)
+    dof = DegreesOfFreedom(df / max(n - 1, 1), satterthwaite(alone) / max(n - 1, 1))
+    return est, dof
 
 
 # ----------------------------------------------------------------------------------------------------
 # Judging one claim
 # ----------------------------------------------------------------------------------------------------
-def _word(p_value: float, effect_sign: int, expected: int) -> str:
-    """The unadjusted word from a test's two-sided-scale p-value and which way it points."""
-    if math.isnan(p_value) or p_value >= ALPHA:
-        return "inconclusive"
-    return "reproduced" if effect_sign == expected else "contradicted"
-
-
 def _centred(est: stats.Estimate, centre: float) -> stats.Estimate:
     """The estimate's distance from `centre` (a no-difference claim is judged around the paper's value)."""
     return stats.Estimate(
@@ -628,27 +712,35 @@ def _centred(est: stats.Estimate, centre: float) -> stats.Estimate:
     )  # fmt: skip
 
 
-def _decide(est: stats.Estimate, expected: int, margin: float, centre: float = 0.0) -> tuple[float, str]:
-    """(p-value, unadjusted word) of an estimate: the t-test's two-sided p for a direction, TOST within
-    centre ± margin for a no-difference claim (expected 0; the smaller of "within" and "outside" decides)."""
+def _both_ways(est: stats.Estimate, expected: int, margin: float, centre: float = 0.0) -> tuple[float, float]:
+    """(p of "reproduced", p of "contradicted"), each on the two-sided scale: the t-test towards the paper's
+    side and away from it for a direction; TOST within centre ± margin, and the test of lying beyond it, for a
+    no-difference claim (expected 0)."""
     if expected != 0:
-        p_value = est.p_two_sided
-        return p_value, _word(p_value, 1 if est.effect > 0 else -1, expected)
-    within, outside = stats.equivalence(_centred(est, centre), margin)
-    if math.isnan(within):
+        towards, away = (est.p_greater, est.p_less) if expected > 0 else (est.p_less, est.p_greater)
+        return min(1.0, 2 * towards), min(1.0, 2 * away)
+    return stats.equivalence(_centred(est, centre), margin)
+
+
+def _verdict(p_reproduced: float, p_contradicted: float) -> tuple[float, str]:
+    """(p-value, unadjusted word) from the two tests: the one below `ALPHA` decides (they exclude each other);
+    undecided, the smaller p, both ≥ `ALPHA`; NaN (no test) is inconclusive."""
+    if p_reproduced < ALPHA:
+        return p_reproduced, "reproduced"
+    if p_contradicted < ALPHA:
+        return p_contradicted, "contradicted"
+    if math.isnan(p_reproduced) or math.isnan(p_contradicted):
         return math.nan, "inconclusive"
-    p_value = min(within, outside)
-    if p_value >= ALPHA:
-        return p_value, "inconclusive"
-    return p_value, "reproduced" if within < outside else "contradicted"
+    return min(p_reproduced, p_contradicted), "inconclusive"
 
 
 def _judged(
     est: stats.Estimate, expected: int, margin: float, method: str, centre: float = 0.0
 ) -> dict[str, Any]:
-    """A claim row's estimate, interval, n, unadjusted word, p-value and method (with its TOST margin for a
-    no-difference claim), as `_decide` judges the estimate."""
-    p_value, word = _decide(est, expected, margin, centre)
+    """A claim row's estimate, interval, n, unadjusted word, p-values and method (with its TOST margin for a
+    no-difference claim)."""
+    p_reproduced, p_contradicted = _both_ways(est, expected, margin, centre)
+    p_value, word = _verdict(p_reproduced, p_contradicted)
     if expected == 0:
         around = f" of the paper's {centre:+.4g}" if centre else ""
         method = f"{method}, TOST within ±{margin:.3g}{around}"
@@ -660,6 +752,7 @@ def _judged(
         "verdict_unadjusted": word,
         "p_value": p_value,
         "method": method,
+        "_p": (p_reproduced, p_contradicted),
     }
 
 
@@ -698,6 +791,7 @@ def _row(claim: Claim, **values: Any) -> dict[str, Any]:
         "method": "",
         "n_excluded": 0,
         "detail": "",
+        "_p": (math.nan, math.nan),  # (p of "reproduced", p of "contradicted"): for the failed-runs rule
     }
     row.update(values)
     return row
@@ -747,7 +841,7 @@ def judge_difference(claim: Difference, index: RunIndex) -> dict[str, Any]:
     judged = _judged(est, claim.expected, margin, est.method, centre)
     mixed = _mixed_devices(claim, [comparison])
     if mixed:
-        judged |= {"verdict_unadjusted": "inconclusive", "p_value": math.nan}
+        judged |= {"verdict_unadjusted": "inconclusive", "p_value": math.nan, "_p": (math.nan, math.nan)}
     gap = claim.paper_effect if claim.expected != 0 else 0.0
     return _row(
         claim,
@@ -755,7 +849,7 @@ def judge_difference(claim: Difference, index: RunIndex) -> dict[str, Any]:
         n_excluded=excluded,
         detail=_join(mixed, _few_seeds_note(est), *comparison.notes, _excluded_note(excluded)),
         _margin=margin if claim.expected == 0 else math.nan,
-        _terms=[(gap, comparison.sd1, comparison.dof.per_seed)],  # for `adjust`'s power columns
+        _terms=[(gap, comparison.sd1, comparison.dof)],  # for `adjust`'s power columns
     )
 
 
@@ -778,16 +872,11 @@ def judge_best(claim: Best, index: RunIndex) -> dict[str, Any]:
     p_all = [min(1.0, 2 * e.p_greater) for e in ests]  # each on the two-sided scale
     p_any = [min(1.0, 2 * e.p_less) for e in ests]
     if any(math.isnan(p) for p in p_all):
-        p_value, word = math.nan, "inconclusive"
+        p_reproduced = p_contradicted = math.nan
     else:
         p_reproduced = max(p_all)  # IUT: the largest p decides
         p_contradicted = min(1.0, k * min(p_any))  # Bonferroni: some other is better
-        if p_reproduced < ALPHA:
-            p_value, word = p_reproduced, "reproduced"
-        elif p_contradicted < ALPHA:
-            p_value, word = p_contradicted, "contradicted"
-        else:
-            p_value, word = min(p_reproduced, p_contradicted), "inconclusive"
+    p_value, word = _verdict(p_reproduced, p_contradicted)
     better = [c.label() for c, comp in comparisons if comp.est.effect < 0]
     notes = [n for _, c in comparisons for n in c.notes]
     est = closest.est
@@ -799,6 +888,7 @@ def judge_best(claim: Best, index: RunIndex) -> dict[str, Any]:
         n=min(e.n for e in ests),
         verdict_unadjusted=word,
         p_value=p_value,
+        _p=(p_reproduced, p_contradicted),
         method=f"{est.method} per pair, intersection–union over {k} (Bonferroni ×{k} for contradicted)",
         n_excluded=excluded,
         detail=_join(
@@ -810,18 +900,17 @@ def judge_best(claim: Best, index: RunIndex) -> dict[str, Any]:
             *notes,
             _excluded_note(excluded),
         ),
-        _terms=[
-            (gap, c.sd1, c.dof.per_seed) for gap, (_, c) in zip(claim.paper_gaps(), comparisons, strict=True)
-        ],
+        _terms=[(gap, c.sd1, c.dof) for gap, (_, c) in zip(claim.paper_gaps(), comparisons, strict=True)],
         _correlation=shared_cell_correlation([(0, i + 1) for i in range(k)]),
     )
 
 
 def judge_pair_order(claim: PairOrder, index: RunIndex) -> dict[str, Any]:
-    """The order at the resolution the data supports: `reproduced` when every *separable* pair (a paper
-    gap beyond the claim's margin) is significantly in the paper's order (an intersection–union test, no
-    correction needed) and no pair at all is significantly reversed (Bonferroni over every pair); a pair
-    whose paper gap lies within the margin is "not separable here" and only its reversal counts."""
+    """The order at the resolution the data supports: only the *separable* pairs (a paper gap beyond the
+    claim's margin) are tested. `reproduced` when every one of them is significantly in the paper's order (an
+    intersection–union test, no correction needed), `contradicted` when one of them is significantly reversed
+    (Bonferroni over the separable pairs). A pair whose paper gap lies within the margin is left out of the
+    verdict, as the claim's words say; its reversal is shown in the detail, not judged."""
     sign = 1.0 if claim.metric.higher_is_better else -1.0
     cells = claim.cells
     pairs = [(i, j) for i in range(len(cells)) for j in range(i + 1, len(cells))]
@@ -829,12 +918,12 @@ def judge_pair_order(claim: PairOrder, index: RunIndex) -> dict[str, Any]:
     excluded = _excluded(index, cells, claim.metric)
     if (row := _not_run(claim, comparisons, excluded)) is not None:
         return row
-    m = len(pairs)
     margin = claim.margin_for(comparisons[0].reference)
     separable = [abs(claim.paper_values[i] - claim.paper_values[j]) > margin for i, j in pairs]
+    m = sum(separable)
     ests = [c.est for c in comparisons]
     method = (
-        f"{ests[0].method} per pair; intersection–union over the {sum(separable)} separable pairs, "
+        f"{ests[0].method} per pair; intersection–union over the {m} separable pairs, "
         f"Bonferroni ×{m} for a reversal"
     )
     notes = [n for c in comparisons for n in c.notes]
@@ -848,42 +937,42 @@ def judge_pair_order(claim: PairOrder, index: RunIndex) -> dict[str, Any]:
             detail=_join("fewer than 2 usable seeds in some cell", *notes, _excluded_note(excluded)),
         )
     p_order = [min(1.0, 2 * e.p_greater) for e in ests]
-    p_reversed = [min(1.0, m * 2 * e.p_less) for e in ests]
+    p_reversed = [min(1.0, max(m, 1) * 2 * e.p_less) for e in ests]
     in_order = [s and p < ALPHA for s, p in zip(separable, p_order, strict=True)]
-    reversed_ = [
-        f"{cells[j].label()} > {cells[i].label()}"
-        for (i, j), p in zip(pairs, p_reversed, strict=True)
-        if p < ALPHA
-    ]
+
+    def named(keep: bool) -> list[str]:
+        return [
+            f"{cells[j].label()} > {cells[i].label()}"
+            for (i, j), p, s in zip(pairs, p_reversed, separable, strict=True)
+            if p < ALPHA and s == keep
+        ]
+
+    reversed_, close_reversed = named(True), named(False)
     p_reproduced = max((p for s, p in zip(separable, p_order, strict=True) if s), default=math.nan)
-    p_contradicted = min(p_reversed)
-    if p_contradicted < ALPHA:
-        word, p_value = "contradicted", p_contradicted
-    elif p_reproduced < ALPHA:
-        word, p_value = "reproduced", p_reproduced
-    else:
-        word, p_value = "inconclusive", min(p_reproduced, p_contradicted)
+    p_contradicted = min((p for s, p in zip(separable, p_reversed, strict=True) if s), default=math.nan)
+    p_value, word = _verdict(p_reproduced, p_contradicted)
     close = [
         f"{cells[i].label()}–{cells[j].label()}" for (i, j), s in zip(pairs, separable, strict=True) if not s
     ]
-    n_sep = sum(separable)
     return _row(
         claim,
-        effect=(sum(in_order) - len(reversed_)) / n_sep if n_sep else math.nan,
+        effect=(sum(in_order) - len(reversed_)) / m if m else math.nan,
         n=min(e.n for e in ests),
         verdict_unadjusted=word,
         p_value=p_value,
+        _p=(p_reproduced, p_contradicted),
         method=method,
         n_excluded=excluded,
         detail=_join(
-            f"{sum(in_order)} of {n_sep} separable pairs significantly in the paper's order, "
+            f"{sum(in_order)} of {m} separable pairs significantly in the paper's order, "
             f"{len(reversed_)} reversed" + (f" ({', '.join(reversed_)})" if reversed_ else ""),
-            f"not separable here (paper gap within ±{margin:.3g}): {', '.join(close)}" if close else "",
+            f"left out (paper gap within ±{margin:.3g}): {', '.join(close)}" if close else "",
+            f"of those, reversed here (not judged): {', '.join(close_reversed)}" if close_reversed else "",
             *notes,
             _excluded_note(excluded),
         ),
         _terms=[
-            (sign * (claim.paper_values[i] - claim.paper_values[j]), c.sd1, c.dof.per_seed)
+            (sign * (claim.paper_values[i] - claim.paper_values[j]), c.sd1, c.dof)
             for (i, j), s, c in zip(pairs, separable, comparisons, strict=True)
             if s
         ],
@@ -904,7 +993,57 @@ def shared_cell_correlation(pairs: Sequence[tuple[int, int]]) -> list[list[float
 
 
 def judge(claim: Claim, index: RunIndex) -> dict[str, Any]:
-    """One claims-table row (before the family adjustment) for `claim` on the runs in `index`."""
+    """One claims-table row (before the family adjustment) for `claim` on the runs in `index`.
+
+    A claim whose cells have failed runs (diverged, or at chance) on its accuracy is judged twice, by the
+    rule of the method section: on the runs that learned (its estimate, interval and power columns), and
+    with every failed run counted (a diverged one at chance accuracy), by paired t-tests over the claim's own
+    cells. It is decided only when both analyses decide it the same way (an intersection–union test: each
+    direction's p-value is the larger of the two); the detail names the failures and gives the second
+    analysis. Claims that do not involve a failed cell are judged once, and the failure touches neither
+    their estimate nor their variance."""
+    row = _judge_once(claim, index)
+    if claim.metric.column != ACCURACY or row["verdict_unadjusted"] == "not run" or index.failures:
+        return row
+    failed = [
+        found.failed
+        for cell in _claim_cells(claim)
+        for task in claim.metric.tasks
+        if (found := index.cell(cell, task, ACCURACY)) is not None
+    ]
+    if not any(failed):
+        return row
+    counted = _judge_once(claim, index.with_failures())
+    p_reproduced, p_contradicted = (
+        math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
+        for a, b in zip(row["_p"], counted["_p"], strict=True)
+    )
+    p_value, word = _verdict(p_reproduced, p_contradicted)
+    rule = "failed runs: decided only when the learned runs and all runs agree"
+    return row | {
+        "verdict_unadjusted": word,
+        "p_value": p_value,
+        "_p": (p_reproduced, p_contradicted),
+        "method": f"{row['method']}; {rule}",
+        "detail": _join(
+            row["detail"],
+            f"with the failed runs counted (diverged at chance): {_estimate_words(counted)}, "
+            f"{counted['verdict_unadjusted']} (p = {counted['p_value']:.2g}); learned runs alone: "
+            f"{row['verdict_unadjusted']} (p = {row['p_value']:.2g})",
+        ),
+    }
+
+
+def _estimate_words(row: Mapping[str, Any]) -> str:
+    """A row's effect and interval in its unit (pp for accuracy)."""
+    scale, unit = (100.0, " pp") if row["unit"] == "accuracy" else (1.0, "")
+    effect, low, high = (scale * float(row[k]) for k in ("effect", "ci_low", "ci_high"))
+    if math.isnan(low):
+        return f"{effect:+.3g}{unit}"
+    return f"{effect:+.3g}{unit} [{low:+.3g}, {high:+.3g}]"
+
+
+def _judge_once(claim: Claim, index: RunIndex) -> dict[str, Any]:
     if isinstance(claim, Difference):
         return judge_difference(claim, index)
     if isinstance(claim, Best):
@@ -917,7 +1056,7 @@ def judge(claim: Claim, index: RunIndex) -> dict[str, Any]:
 # ----------------------------------------------------------------------------------------------------
 # The claims table: every claim, adjusted within its family
 # ----------------------------------------------------------------------------------------------------
-def adjust(rows: pd.DataFrame) -> pd.DataFrame:
+def adjust(rows: pd.DataFrame, *, power: bool = True) -> pd.DataFrame:
     """Holm within each family (the primary claims are one family of three): sets `p_adjusted`,
     `adjustment`, `verdict`; adds `size`, `paper_in_ci` and the power columns; orders the columns as
     `CLAIM_COLUMNS`. Ties in p-values keep the claims' order (a stable sort), so the table is the same
@@ -941,7 +1080,8 @@ def adjust(rows: pd.DataFrame) -> pd.DataFrame:
         None if _isnan(p) or _isnan(lo) or _isnan(hi) else bool(lo <= p <= hi) for p, lo, hi in bounds
     ]
     columns = ("detectable_effect", "power_at_paper", "seeds_needed")
-    powers = [_power_columns(row) for row in frame.to_dict("records")]
+    nan = (math.nan, math.nan, math.nan)
+    powers = [_power_columns(row) if power else nan for row in frame.to_dict("records")]
     for i, column in enumerate(columns):
         frame[column] = [p[i] for p in powers]
     return frame[list(CLAIM_COLUMNS)].reset_index(drop=True)
@@ -972,8 +1112,8 @@ def _power_columns(row: Mapping[str, Any]) -> tuple[float, float, float]:
     usable = [(g, sd, dof) for g, sd, dof in terms if not _isnan(sd) and sd > 0]
     if not usable:
         return math.nan, math.nan, math.nan
-    widest = max(usable, key=lambda t: t[1] / math.sqrt(max(t[2], 1e-9)))
-    detectable = power.detectable_effect(widest[1], n, DegreesOfFreedom(widest[2]), level)
+    widest = max(usable, key=lambda t: t[1] / math.sqrt(max(t[2].at(n), 1e-9)))
+    detectable = power.detectable_effect(widest[1], n, widest[2], level)
     aim = [(g if not _isnan(g) else float(row["effect"]), sd, dof) for g, sd, dof in usable]
     correlation = row.get("_correlation")  # a list, or NaN in a row that has none
     correlation = correlation if isinstance(correlation, list) and len(usable) == len(terms) else None
@@ -987,11 +1127,16 @@ def _power_columns(row: Mapping[str, Any]) -> tuple[float, float, float]:
 
 
 def evaluate(
-    runs: pd.DataFrame, *, claims: Sequence[Claim], extra_rows: Sequence[Mapping[str, Any]] = ()
+    runs: pd.DataFrame,
+    *,
+    claims: Sequence[Claim],
+    extra_rows: Sequence[Mapping[str, Any]] = (),
+    power: bool = True,
 ) -> pd.DataFrame:
     """The claims table: `claims` judged on `runs` (`pdelra.results.catalogue.all_claims()` in the workflow),
     then `extra_rows` already judged elsewhere (PhysQK-AD's on the LM tables, the diagnostics' mechanism
-    claims, CTA's own experiments), all adjusted by family.
+    claims, CTA's own experiments), all adjusted by family. `power=False` leaves the power columns empty (for
+    simulations that measure verdicts only: they are most of the time a table takes).
 
     A task or variant of the runs table that no claim names (a typo, or a variant of the user's own) is
     said once in the log and in the detail of every claim that did not run."""
@@ -1010,7 +1155,7 @@ def evaluate(
     for column in CLAIM_COLUMNS:
         if column not in frame.columns:
             frame[column] = math.nan if column in ("p_value", "effect", "ci_low", "ci_high") else ""
-    return adjust(frame)
+    return adjust(frame, power=power)
 
 
 def _unnamed(index: RunIndex, claims: Sequence[Claim]) -> str:

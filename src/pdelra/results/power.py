@@ -25,18 +25,24 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pdelra.results.design import MODERATED_SEEDS
+
 TARGET_POWER = 0.8
 MAX_SEEDS = 200  # seeds_needed searches up to this many; beyond, NaN ("more than 200")
 
 
 @dataclass(frozen=True)
 class DegreesOfFreedom:
-    """df as a function of the seeds n: `per_seed` · (n − 1) (a paired t: 1; the pooled design of C cells:
-    C − 1 per task, summed, or its Satterthwaite equivalent)."""
+    """df as a function of the seeds n: `per_seed` · (n − 1) (a paired t: 1; two cells' own variances: about
+    2; moderated toward their grid, more: `pdelra.results.design`). `alone`, where given, is the per-seed df
+    without moderation, which applies below `MODERATED_SEEDS` seeds."""
 
     per_seed: float
+    alone: float | None = None
 
     def at(self, n: int) -> float:
+        if self.alone is not None and n < MODERATED_SEEDS:
+            return self.alone * (n - 1)
         return self.per_seed * (n - 1)
 
 
@@ -137,9 +143,12 @@ def power_all(
         abs(d) / (sd / math.sqrt(n)) - float(special.stdtrit(dof.at(n), 1 - level / 2))
         for d, sd, dof in zip(effects, sd1s, dofs, strict=True)
     ]
-    return float(
-        multivariate_normal(mean=[0.0] * len(upper), cov=correlation, allow_singular=True).cdf(upper)
+    # A power to 3 decimals is all a reader needs; scipy's default tolerance (1e-5) costs up to 0.1 s a claim.
+    # Its quasi-Monte Carlo points are seeded, so the same runs give the same table.
+    joint = multivariate_normal(
+        mean=[0.0] * len(upper), cov=correlation, allow_singular=True, seed=0, abseps=1e-3, releps=1e-3
     )
+    return float(joint.cdf(upper))
 
 
 def seeds_needed_all(
@@ -154,16 +163,23 @@ def seeds_needed_all(
     singles = [seeds_needed(d, sd, dof, level) for d, sd, dof in zip(effects, sd1s, dofs, strict=True)]
     if not singles or any(math.isnan(s) for s in singles):
         return math.nan
-    n = int(max(singles))
-    while n <= MAX_SEEDS:
-        if power_all(effects, sd1s, n, dofs, level, correlation) >= TARGET_POWER:
-            return float(n)
-        n += 1
-    return math.nan
+
+    def enough(n: int) -> bool:
+        return power_all(effects, sd1s, n, dofs, level, correlation) >= TARGET_POWER
+
+    low, high = int(max(singles)), MAX_SEEDS
+    if enough(low):
+        return float(low)
+    if not enough(high):
+        return math.nan
+    while high - low > 1:  # power rises with n: bisect (each joint power is a multivariate normal CDF)
+        mid = (low + high) // 2
+        low, high = (low, mid) if enough(mid) else (mid, high)
+    return float(high)
 
 
 def claim_power(
-    terms: Sequence[tuple[float, float, float]],
+    terms: Sequence[tuple[float, float, DegreesOfFreedom]],
     correlation: Sequence[Sequence[float]] | None,
     margin: float,
     n: int,
@@ -176,11 +192,11 @@ def claim_power(
     if not math.isnan(margin):
         _, sd, dof = terms[0]
         return (
-            power(0.0, sd, n, DegreesOfFreedom(dof), level, margin),
-            seeds_needed(0.0, sd, DegreesOfFreedom(dof), level, margin),
+            power(0.0, sd, n, dof, level, margin),
+            seeds_needed(0.0, sd, dof, level, margin),
         )
     effects, sds = [t[0] for t in terms], [t[1] for t in terms]
-    dofs = [DegreesOfFreedom(t[2]) for t in terms]
+    dofs = [t[2] for t in terms]
     if correlation is None or len(correlation) != len(terms):
         correlation = [[float(i == j) for j in range(len(terms))] for i in range(len(terms))]
     return power_all(effects, sds, n, dofs, level, correlation), seeds_needed_all(

@@ -1,14 +1,17 @@
 """How many seeds each claim needs before the GPU time is spent: `pdelra plan --power CONFIG [--tables DIR]`.
 
 Every paper claim is judged, as `pdelra.results.claims` would judge it, on the paper's own numbers (Table 10
-per task, Table 12 for ListOps' scales) with an assumed noise per run: a pilot's pooled task variance where
-the pilot has a usable design for the task (`--tables`: its runs.csv; `pdelra.results.design`), else the
+per task, Table 12 for ListOps' scales) with an assumed noise per run, alike in every cell: a pilot's
+run-to-run variance where at least three cells of the task's main grid have one (`--tables`: its runs.csv; the
+mean of those cells' variances, `pdelra.results.design`), else the
 paper's Table 15 spread (`TABLE15_SD`: the root mean square of its four ListOps stds, 0.43 pp; a spread over
 seeds, so it includes the seed effect the paired design removes, and errs on the side of more seeds). What
 comes out per claim is the spread of one seed's value of its effect and the seeds for 80 % power at the
 paper's effect (`pdelra.results.power`) at its planned level: inside a Holm family, the directional claims
 expected to be decided first (largest paper effect per unit of spread) meet α / m, the next α / (m − 1), and
 so on; the no-difference claims, decided last and each needing every other one, meet α / (their number).
+Each comparison's df follow the variance model: moderated toward the grid from 5 seeds on, its cells' own
+below (`DegreesOfFreedom`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pdelra import paper
 from pdelra.results import claims as C
 from pdelra.results import power
 from pdelra.results.catalogue.paper import paper_claims
+from pdelra.results.design import MIN_REFERENCE
 from pdelra.results.stats import ALPHA
 from pdelra.runs import BASELINE, MAIN_SCALE, SCALE_ORDER
 
@@ -53,14 +57,18 @@ def paper_runs(seeds: int = PLANNING_SEEDS) -> pd.DataFrame:
 
 
 def assumed_noise(pilot: pd.DataFrame | None) -> dict[str, tuple[float, str]]:
-    """Per task: (variance of one run, where it comes from): the pilot's pooled variance, else Table 15."""
+    """Per task: (variance of one run, where it comes from): the pilot's, the mean of its main grid's cell
+    variances (`pdelra.results.design`, less each one's reference share), where at least three of its cells
+    have one; else Table 15."""
     noise = {task: (TABLE15_SD**2, "Table 15") for task in paper.TASKS}
     if pilot is not None and len(pilot):
         index = C.RunIndex(pilot)
         for task in paper.TASKS:
-            found = index.noise(task, C.ACCURACY)
-            if found.usable and not math.isnan(found.variance):
-                noise[task] = (found.variance, f"pilot ({len(found.cells)} cells × {len(found.seeds)} seeds)")
+            cells = index.noise(task, "main", C.ACCURACY).cells.values()
+            if len(cells) > MIN_REFERENCE:
+                variance = sum(c.variance / (1 + 1 / c.reference) for c in cells) / len(cells)
+                seeds = max(c.own_df for c in cells) + 1
+                noise[task] = (variance, f"pilot ({len(cells)} cells × {seeds} seeds)")
     return noise
 
 
@@ -88,7 +96,7 @@ def seeds_table(pilot: pd.DataFrame | None = None, seeds: int = PLANNING_SEEDS) 
 
     noise = assumed_noise(pilot)
     index = C.RunIndex(paper_runs(PLANNING_SEEDS))
-    index.assume_noise({task: variance for task, (variance, _) in noise.items()}, C.ACCURACY)
+    index.assume_noise({task: variance for task, (variance, _) in noise.items()})
     rows: list[dict[str, Any]] = []
     for claim in paper_claims():
         if claim.metric.column != C.ACCURACY:

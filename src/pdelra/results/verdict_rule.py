@@ -8,6 +8,8 @@ VERDICT_RULE = (
     "**contradicted**: it lies on the other side (outside the paper's value ± 1 pp; some other configuration "
     "is significantly better); **inconclusive**: "
     "neither, or fewer than 2 usable seeds; **not run**: a configuration the claim needs has no run. "
+    "A claim of a configuration with failed runs (diverged, or at chance) is decided only when its runs that "
+    "learned and all its runs (the failures counted) agree; the failures are named. "
     "Every claim is Holm-adjusted within its family, the abstract's three claims being one family "
     "(`verdict`; `verdict_unadjusted` beside it). **Size** is a separate word: *as claimed* when the "
     "paper's value lies inside our interval, else *smaller* or *larger than claimed*, or *opposite sign*. "

@@ -86,7 +86,7 @@ def paper_claims() -> tuple[C.Claim, ...]:
         C.PairOrder(
             "position_order",
             "The seven positions rank as in Table 6 (= Table 4's prediction), pair by pair where the paper's "
-            "gap exceeds 1 pp; closer pairs are not separable here",
+            "gap exceeds 1 pp; closer pairs are left out",
             "Tables 4, 6",
             "ranking",
             tuple(C.Cell(v) for v in order),
