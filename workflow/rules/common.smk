@@ -80,6 +80,9 @@ LOGS = f"{RESULTS}/logs"
 try:
     SETTINGS = experiment.selected_settings(config)  # {setting: {"model": {...}, "train": {...}}}
     RUNS = experiment.lra_runs(config)
+    # {own variant: hash of its operators' source}: in each of its runs' run config (a params value), so an
+    # edit of the operator's code reruns exactly that variant's runs and what depends on them.
+    OPERATOR_CODES = experiment.operator_codes(config)
 except ValueError as err:
     config_error([str(err)])
 
@@ -154,7 +157,9 @@ def _merged(section, task):
 def run_config(wildcards):
     """The run config of docs/interfaces.md as compact JSON (a params value: a change reruns the job)."""
     w = wildcards  # defaults < task < the grid setting
-    resolved = experiment.run_config(config, SETTINGS, w.task, w.variant, w.scale, w.setting, w.seed)
+    resolved = experiment.run_config(
+        config, SETTINGS, w.task, w.variant, w.scale, w.setting, w.seed, OPERATOR_CODES
+    )
     return json.dumps(resolved, sort_keys=True, separators=(",", ":"))
 
 
