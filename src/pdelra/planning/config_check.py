@@ -25,7 +25,14 @@ from pdelra.data.generate import resolve_params
 from pdelra.errors import UserError
 from pdelra.lm import grid as lm_grid
 from pdelra.lm.model import LMConfig
-from pdelra.nn.model import POINTS, VARIANTS, ModelConfig, check_operators, config_row
+from pdelra.nn.model import (
+    POINTS,
+    PROBE_SHORT_LENGTH,
+    VARIANTS,
+    ModelConfig,
+    check_operators,
+    config_row,
+)
 from pdelra.planning.experiment import TASKS_OF_SOURCE
 from pdelra.planning.slurm_site import runtime_warnings
 from pdelra.training.runconfig import RunConfigError, validate_run_config
@@ -247,9 +254,12 @@ def _heads_problem(model: Mapping[str, Any], origin: Mapping[str, str], defaults
 
 
 def model_problems(config: Mapping[str, Any]) -> list[str]:
-    """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it."""
+    """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it,
+    and of each own variant's operators as they run at each task's real max_length (check_operators: forward
+    and backward on a padded batch; once per grid, d_model and max_length, naming the tasks)."""
     declared = config.get("variants") or {}
     problems: dict[str, None] = {}
+    probes: dict[tuple[str, str, int, int], tuple[ModelConfig, list[str]]] = {}
     for name in config["run_grids"]:
         grid = config["grids"][name]
         settings = run_layout.grid_settings(grid, f"grids.{name}")
@@ -265,9 +275,10 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
                 problems[heads] = None
                 continue
             operators = declared.get(variant)
+            max_length = config["tasks"][task]["max_length"]
             try:
                 cfg = ModelConfig(
-                    vocab_size=2, num_classes=2, max_length=1, variant=variant, scale=scale,
+                    vocab_size=2, num_classes=2, max_length=max_length, variant=variant, scale=scale,
                     operators=operators, **model,
                 )  # fmt: skip
             except (TypeError, ValueError) as err:
@@ -275,11 +286,18 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
                 where += f" < setting {setting})" if setting != run_layout.BASE_SETTING else ")"
                 problems[f"{where}: {err}"] = None
                 continue
-            if operators is not None:  # the user's operators: import, build and run each on a small batch
-                try:
-                    check_operators(cfg)
-                except ValueError as err:
-                    problems[f"variants.{variant} (grids.{name}, d_model {cfg.d_model}): {err}"] = None
+            if operators is not None:  # the user's operators: run at this task's length (below)
+                key = (variant, name, cfg.d_model, max_length)
+                tasks = probes.setdefault(key, (cfg, []))[1]
+                if task not in tasks:
+                    tasks.append(task)
+    for (variant, name, d_model, max_length), (cfg, tasks) in probes.items():
+        try:
+            check_operators(cfg)
+        except ValueError as err:
+            where = f"grids.{name}, task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}"
+            where += f", d_model {d_model}, max_length {max_length}"
+            problems[f"variants.{variant} ({where}): {err}"] = None
     used = {variant for name in config["run_grids"] for variant in config["grids"][name]["variants"]}
     for variant in sorted(set(declared) - used):  # declared, in no selected grid: checked at defaults.model
         try:
@@ -287,7 +305,7 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
                 vocab_size=2, num_classes=2, max_length=1, variant=variant, operators=declared[variant],
                 **config["defaults"]["model"],
             )  # fmt: skip
-            check_operators(cfg)
+            check_operators(cfg, length=PROBE_SHORT_LENGTH)
         except (TypeError, ValueError) as err:
             problems[f"variants.{variant} (defaults.model): {err}"] = None
     return list(problems)
