@@ -1,0 +1,57 @@
+"""What a new user meets off the happy path: jobs that run whatever the caller's PATH, a README snippet that
+runs as written, and a variant name refused with its rule in words."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import make_workspace, snakemake_command
+
+
+@pytest.mark.slow
+def test_jobs_find_pdelra_without_the_venv_on_the_callers_path(tmp_path: Path) -> None:
+    """`.venv/bin/snakemake` from a shell that never activated the venv: the job's `pdelra` is the venv's."""
+    workspace = make_workspace(tmp_path / "ws")
+    env = {k: v for k, v in os.environ.items() if k not in ("PATH", "VIRTUAL_ENV")}
+    env["PATH"] = os.pathsep.join(p for p in ("/usr/local/bin", "/usr/bin", "/bin") if Path(p).is_dir())
+    assert not any((Path(p) / "pdelra").exists() for p in env["PATH"].split(os.pathsep)), "a clean PATH"
+    target = "data/raw/listops"
+    proc = subprocess.run(
+        snakemake_command(workspace, ("--cores", "1", target)), cwd=workspace, env=env,
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert (workspace / target).is_dir()
+
+
+def test_the_pythons_own_scripts_folder_goes_first_once_and_a_missing_pdelra_is_said_up_front(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pdelra.planning import job_path
+    from pdelra.planning.job_path import put_first_on_path
+
+    # This Python's install schemes are the fallback: here, folders without pdelra.
+    monkeypatch.setattr(job_path.sysconfig, "get_path", lambda *_: str(tmp_path / "nowhere"))
+
+    venv = tmp_path / "venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "python").touch()
+    (venv / "pdelra").write_text("#!/bin/sh\n")
+    (venv / "pdelra").chmod(0o755)
+    environ = {"PATH": "/usr/bin:/bin"}
+    assert put_first_on_path(environ, str(venv / "python")) is None
+    assert environ["PATH"] == f"{venv}:/usr/bin:/bin"
+    assert put_first_on_path(environ, str(venv / "python")) is None
+    assert environ["PATH"] == f"{venv}:/usr/bin:/bin", "put first once, not again at each parse"
+
+    bare = tmp_path / "bare" / "bin"
+    bare.mkdir(parents=True)
+    environ = {"PATH": "/usr/bin:/bin"}
+    problem = put_first_on_path(environ, str(bare / "python"))
+    assert problem is not None and "no `pdelra` command beside the Python that runs Snakemake" in problem
+    assert "\n" not in problem and environ == {"PATH": "/usr/bin:/bin"}
+    assert put_first_on_path(environ, str(bare / "python"), conda=True) is None, "conda's env brings its own"
+    assert put_first_on_path({"PATH": str(venv)}, str(bare / "python")) is None, "one on PATH serves"
