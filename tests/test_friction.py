@@ -4,11 +4,13 @@ runs as written, and a variant name refused with its rule in words."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import make_workspace, snakemake_command
+import yaml
+from conftest import REPO, make_workspace, snakemake_command, tool_env
 
 
 @pytest.mark.slow
@@ -55,3 +57,43 @@ def test_the_pythons_own_scripts_folder_goes_first_once_and_a_missing_pdelra_is_
     assert "\n" not in problem and environ == {"PATH": "/usr/bin:/bin"}
     assert put_first_on_path(environ, str(bare / "python"), conda=True) is None, "conda's env brings its own"
     assert put_first_on_path({"PATH": str(venv)}, str(bare / "python")) is None, "one on PATH serves"
+
+
+# The own-operator snippets of the docs: (file, the heading or paragraph the snippet follows).
+OWN_OPERATOR_SNIPPETS = [
+    ("README.md", "## Your own operator at the seven positions"),
+    ("config/README.md", "## `variants`"),
+    ("docs/interfaces.md", "**2. The variant**"),
+]
+
+
+def _snippet(path: str, after: str) -> dict:
+    """The first ```yaml block after `after` in `path`, parsed."""
+    text = (REPO / path).read_text()
+    block = re.search(r"```yaml\n(.*?)```", text[text.index(after) :], re.S)
+    assert block, f"no yaml snippet after {after!r} in {path}"
+    return yaml.safe_load(block.group(1))
+
+
+@pytest.mark.parametrize(("path", "after"), OWN_OPERATOR_SNIPPETS)
+def test_the_docs_own_operator_snippets_pass_the_config_check_as_written_from_the_project_root(
+    tmp_path: Path, path: str, after: str
+) -> None:
+    """Each snippet, put into the demo config as written (its grids run; a snippet without grids adds its
+    variants to the main grid), passes `pdelra config check` run from the project root, as a user would:
+    the operator imports and runs there."""
+    snippet = _snippet(path, after)
+    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text())
+    config["variants"] = snippet["variants"]
+    if "grids" in snippet:
+        config["grids"], config["run_grids"] = snippet["grids"], list(snippet["grids"])
+    else:
+        config["grids"]["main"]["variants"] += list(snippet["variants"])
+        config["run_grids"] = ["main"]
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    check = subprocess.run(
+        ["pdelra", "config", "check", str(tmp_path / "config.yaml")], cwd=REPO, env=tool_env(),
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "valid (the workflow accepts it" in check.stdout
