@@ -97,3 +97,33 @@ def test_the_docs_own_operator_snippets_pass_the_config_check_as_written_from_th
     )  # fmt: skip
     assert check.returncode == 0, check.stdout + check.stderr
     assert "valid (the workflow accepts it" in check.stdout
+
+
+def test_a_variant_name_with_a_digit_is_refused_with_the_rule_in_words() -> None:
+    from conftest import load_config
+
+    from pdelra.planning.config_check import config_problems
+
+    config = load_config("tiny")
+    config["variants"] = {"conv2": {"after_embedding": {"operator": "diffusion"}}}
+    config["grids"]["main"]["variants"].append("conv2")
+    (problem,) = config_problems(config)
+    assert problem.startswith(
+        "'variants': the name 'conv2' is not allowed: a variant's name must be lower-case "
+    )
+    assert "letters and _ only, starting with a letter (no digits, capitals, - or spaces)" in problem
+    assert "^[a-z]" not in problem, "the rule in words, not the regex"
+
+
+def test_every_pattern_of_the_schema_has_its_rule_in_words() -> None:
+    from pdelra.planning.config_check import PATTERN_RULES, load_schema
+
+    def patterns(node: object) -> set[str]:
+        if isinstance(node, dict):
+            found = {node["pattern"]} if isinstance(node.get("pattern"), str) else set()
+            return found.union(*(patterns(value) for value in node.values()))
+        if isinstance(node, list):
+            return set().union(*(patterns(value) for value in node))
+        return set()
+
+    assert patterns(load_schema()) <= set(PATTERN_RULES)

@@ -70,6 +70,42 @@ def load_schema(path: str | Path = SCHEMA) -> dict[str, Any]:
     return schema
 
 
+# The schema's name patterns in words: a regex alone tells a user nothing (what is wrong with `conv2`?).
+_LETTERS = "lower-case letters and _ only, starting with a letter (no digits, capitals, - or spaces)"
+_WORD = "letters, digits, _, . or -, starting with a letter or digit (no spaces: it names folders)"
+_NOT_SEED = "not starting with 'seed' (run folders are seed{n})"
+PATTERN_RULES = {
+    "^[a-z][a-z_]*$": _LETTERS,
+    "^[A-Za-z][A-Za-z0-9_-]*$": "letters, digits, _ or -, starting with a letter",
+    "^[A-Za-z0-9][A-Za-z0-9_.-]*$": _WORD,
+    "^(?!seed)[A-Za-z0-9][A-Za-z0-9_.-]*$": f"{_WORD}, and {_NOT_SEED}",
+    "^(?!seed|base$)[A-Za-z0-9][A-Za-z0-9_.-]*$": f"{_WORD}, {_NOT_SEED} and not 'base' (the method's own)",
+    "^[0-9a-f]{32}$": "32 lower-case hexadecimal digits (an md5 sum)",
+    "^[A-Za-z0-9_.]+$": "letters, digits, _ and . only",
+}
+# What a name at a key path is, and why its rule, for the message ("a variant's name must be ...").
+_NAME_OF = [
+    (r"variants", "a variant's name", "; the workflow's {variant} wildcard takes no other"),
+    (r"variants\.[^.]+", "a key of a variant (an insertion point or a built-in position)", ""),
+    (r"grids", "a grid's name", ""),
+    (r"grids\.[^.]+\.settings", "a setting's name", ""),
+]
+
+
+def _pattern_in_words(error: Any, where: str) -> str | None:
+    """ "'variants': the name 'conv2' is not allowed: a variant's name must be lower-case letters and _ ..."
+    for a schema pattern PATTERN_RULES knows; None for another."""
+    rule = PATTERN_RULES.get(error.validator_value)
+    if rule is None:
+        return None
+    if "propertyNames" in error.absolute_schema_path:  # the key itself is the name
+        noun, why = next(
+            ((n, w) for path, n, w in _NAME_OF if re.fullmatch(path, where)), ("a name here", "")
+        )
+        return f"{where!r}: the name {error.instance!r} is not allowed: {noun} must be {rule}{why}"
+    return f"{where!r} is {error.instance!r}, which is not allowed: it must be {rule}"
+
+
 def _key_path(error: Any) -> str:
     """'grids.main.variants[2]' for an error at that place in the config."""
     path = ""
@@ -107,6 +143,8 @@ def _explain(error: Any, unknown_beside: dict[str, list[str]]) -> str:
             beside = ", ".join(map(repr, unknown_beside[where]))
             message += f" (beside it is the unknown key {beside}: renamed or misspelt?)"
         return message
+    if error.validator == "pattern" and (words := _pattern_in_words(error, where)):
+        return words
     if error.validator == "propertyNames":
         return f"{where!r}: the name {error.instance!r} does not match {error.validator_value.get('pattern')}"
     return f"{where!r}: {error.message}"
