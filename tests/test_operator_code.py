@@ -139,3 +139,30 @@ def test_editing_the_operator_reruns_exactly_its_variants_training_jobs(tmp_path
     dry = run_snakemake(workspace, "-n", *targets, check=True)
     assert sorted(_train_jobs(dry.stdout)) == [OWN, OWN], dry.stdout[-3000:]
     assert "Params have changed" in dry.stdout
+
+
+def test_the_trainer_identity_changes_with_the_operator_code_so_no_old_checkpoint_resumes(
+    user_tree: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Also for `pdelra train` by hand (no operator_code in the run config): the code it runs is hashed."""
+    from pdelra.planning.config_check import with_defaults
+    from pdelra.training.runconfig import validate_run_config
+    from pdelra.training.runner import run_identity
+
+    config = with_defaults({**load_config("tiny"), "variants": {OWN: ROW}})  # as the workflow fills it in
+    settings = {"base": {"model": {}, "train": {}}}
+    by_hand = validate_run_config(run_config(config, settings, "listops", OWN, "h1", "base", 0))
+    first = run_identity(by_hand, "data")
+    assert first["operator_code"] == operator_code(ROW)
+    (user_tree / "helper.py").write_text("SCALE = 0.2\n")
+    assert run_identity(by_hand, "data")["operator_code"] != first["operator_code"]
+    assert "operator_code" not in run_identity(
+        validate_run_config(run_config(config, settings, "listops", "none", "h1", "base", 0)), "data"
+    ), "a built-in variant's identity (and its checkpoints) is unchanged"
+
+    planned = validate_run_config(
+        run_config(config, settings, "listops", OWN, "h1", "base", 0, {OWN: "0" * 64})
+    )
+    with caplog.at_level("WARNING", logger="pdelra.training"):
+        assert run_identity(planned, "data")["operator_code"] == operator_code(ROW)
+    assert "changed since the workflow planned this run" in caplog.text
