@@ -87,7 +87,8 @@ def test_the_config_check_builds_each_operator_and_names_its_problem_in_one_line
     config["grids"]["main"]["variants"].append(OWN)
     problems = config_problems(config)
     assert len(problems) == 1, problems
-    assert problems[0].startswith(f"variants.{OWN} (grids.main, d_model 16): operator ")
+    where = f"variants.{OWN} (grids.main, tasks listops, retrieval, d_model 16, max_length 64): operator "
+    assert problems[0].startswith(where)
     assert problem in problems[0] and "\n" not in problems[0]
 
 

@@ -13,7 +13,7 @@ from snakemake.utils import validate
 from pdelra.planning import experiment
 from pdelra.cta_official import grid as cta_grid
 from pdelra import runs as run_layout
-from pdelra.planning import slurm_site
+from pdelra.planning import job_path, slurm_site
 from pdelra.results.build import AGGREGATE_TABLES
 from pdelra.planning.config_check import config_problems, load_schema, yaml_problem
 from pdelra.steps import parts as aggregate_parts
@@ -44,6 +44,21 @@ if not workflow.overwrite_configfiles:
 SCHEMA = Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml"
 PDELRA_ENV = "../../envs/pdelra.yaml"
 REPORT_NOTEBOOK = "workflow/notebooks/report.ipynb"
+
+
+# ----------------------------------------------------------------------------------------------------
+# The jobs' `pdelra` is the one beside the Python that runs this workflow, whatever the caller's PATH
+# (pdelra.planning.job_path says how and why). With --use-conda each rule's own environment provides it.
+# ----------------------------------------------------------------------------------------------------
+def _uses_conda():
+    settings = getattr(workflow, "deployment_settings", None)
+    methods = getattr(settings, "deployment_method", None) or ()
+    return any(getattr(method, "name", str(method)).upper() == "CONDA" for method in methods)
+
+
+if _no_pdelra := job_path.put_first_on_path(conda=_uses_conda()):
+    print(f"Cannot run the jobs: {_no_pdelra}", file=sys.stderr)
+    sys.exit(1)
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -80,6 +95,9 @@ LOGS = f"{RESULTS}/logs"
 try:
     SETTINGS = experiment.selected_settings(config)  # {setting: {"model": {...}, "train": {...}}}
     RUNS = experiment.lra_runs(config)
+    # {own variant: hash of its operators' source}: in each of its runs' run config (a params value), so an
+    # edit of the operator's code reruns exactly that variant's runs and what depends on them.
+    OPERATOR_CODES = experiment.operator_codes(config)
 except ValueError as err:
     config_error([str(err)])
 
@@ -154,7 +172,9 @@ def _merged(section, task):
 def run_config(wildcards):
     """The run config of docs/interfaces.md as compact JSON (a params value: a change reruns the job)."""
     w = wildcards  # defaults < task < the grid setting
-    resolved = experiment.run_config(config, SETTINGS, w.task, w.variant, w.scale, w.setting, w.seed)
+    resolved = experiment.run_config(
+        config, SETTINGS, w.task, w.variant, w.scale, w.setting, w.seed, OPERATOR_CODES
+    )
     return json.dumps(resolved, sort_keys=True, separators=(",", ":"))
 
 

@@ -23,8 +23,11 @@ given and refuses to start on any problem, and this command calls it on each FIL
 the workflow accepts the config. It covers the schema (every violation, with its key path), then what the
 schema cannot see: grids named in run_grids exist and their tasks are configured, setting names mean one
 thing, every selected run's model (and the LM's) can be built as configured, n_heads divides d_model,
-generation settings can be met, and real data has its downloads. What this command adds is the line of a
-YAML syntax error in a `--configfile`: Snakemake reads that file before the workflow starts and says only
+generation settings can be met, and real data has its downloads. A variant of your own has each operator run
+as training will, on CPU, in seconds: forward and backward at each task's real max_length on a padded batch,
+refusing NaN or Inf in its output or gradients, a wrong shape or dtype, an exception, and outputs at valid
+positions that depend on the padding (pdelra.nn.model.check_operators). What this command adds is the line
+of a YAML syntax error in a `--configfile`: Snakemake reads that file before the workflow starts and says only
 "Config file is not valid JSON or YAML". Exit 1 if any FILE has a problem.
 """
 

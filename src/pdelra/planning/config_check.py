@@ -25,7 +25,14 @@ from pdelra.data.generate import resolve_params
 from pdelra.errors import UserError
 from pdelra.lm import grid as lm_grid
 from pdelra.lm.model import LMConfig
-from pdelra.nn.model import POINTS, VARIANTS, ModelConfig, check_operators, config_row
+from pdelra.nn.model import (
+    POINTS,
+    PROBE_SHORT_LENGTH,
+    VARIANTS,
+    ModelConfig,
+    check_operators,
+    config_row,
+)
 from pdelra.planning.experiment import TASKS_OF_SOURCE
 from pdelra.planning.slurm_site import runtime_warnings
 from pdelra.training.runconfig import RunConfigError, validate_run_config
@@ -61,6 +68,42 @@ def load_schema(path: str | Path = SCHEMA) -> dict[str, Any]:
     schema = yaml.safe_load(Path(path).read_text())
     schema["definitions"]["variant"]["enum"] = list(VARIANTS)
     return schema
+
+
+# The schema's name patterns in words: a regex alone tells a user nothing (what is wrong with `conv2`?).
+_LETTERS = "lower-case letters and _ only, starting with a letter (no digits, capitals, - or spaces)"
+_WORD = "letters, digits, _, . or -, starting with a letter or digit (no spaces: it names folders)"
+_NOT_SEED = "not starting with 'seed' (run folders are seed{n})"
+PATTERN_RULES = {
+    "^[a-z][a-z_]*$": _LETTERS,
+    "^[A-Za-z][A-Za-z0-9_-]*$": "letters, digits, _ or -, starting with a letter",
+    "^[A-Za-z0-9][A-Za-z0-9_.-]*$": _WORD,
+    "^(?!seed)[A-Za-z0-9][A-Za-z0-9_.-]*$": f"{_WORD}, and {_NOT_SEED}",
+    "^(?!seed|base$)[A-Za-z0-9][A-Za-z0-9_.-]*$": f"{_WORD}, {_NOT_SEED} and not 'base' (the method's own)",
+    "^[0-9a-f]{32}$": "32 lower-case hexadecimal digits (an md5 sum)",
+    "^[A-Za-z0-9_.]+$": "letters, digits, _ and . only",
+}
+# What a name at a key path is, and why its rule, for the message ("a variant's name must be ...").
+_NAME_OF = [
+    (r"variants", "a variant's name", "; the workflow's {variant} wildcard takes no other"),
+    (r"variants\.[^.]+", "a key of a variant (an insertion point or a built-in position)", ""),
+    (r"grids", "a grid's name", ""),
+    (r"grids\.[^.]+\.settings", "a setting's name", ""),
+]
+
+
+def _pattern_in_words(error: Any, where: str) -> str | None:
+    """ "'variants': the name 'conv2' is not allowed: a variant's name must be lower-case letters and _ ..."
+    for a schema pattern PATTERN_RULES knows; None for another."""
+    rule = PATTERN_RULES.get(error.validator_value)
+    if rule is None:
+        return None
+    if "propertyNames" in error.absolute_schema_path:  # the key itself is the name
+        noun, why = next(
+            ((n, w) for path, n, w in _NAME_OF if re.fullmatch(path, where)), ("a name here", "")
+        )
+        return f"{where!r}: the name {error.instance!r} is not allowed: {noun} must be {rule}{why}"
+    return f"{where!r} is {error.instance!r}, which is not allowed: it must be {rule}"
 
 
 def _key_path(error: Any) -> str:
@@ -100,6 +143,8 @@ def _explain(error: Any, unknown_beside: dict[str, list[str]]) -> str:
             beside = ", ".join(map(repr, unknown_beside[where]))
             message += f" (beside it is the unknown key {beside}: renamed or misspelt?)"
         return message
+    if error.validator == "pattern" and (words := _pattern_in_words(error, where)):
+        return words
     if error.validator == "propertyNames":
         return f"{where!r}: the name {error.instance!r} does not match {error.validator_value.get('pattern')}"
     return f"{where!r}: {error.message}"
@@ -247,9 +292,12 @@ def _heads_problem(model: Mapping[str, Any], origin: Mapping[str, str], defaults
 
 
 def model_problems(config: Mapping[str, Any]) -> list[str]:
-    """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it."""
+    """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it,
+    and of each own variant's operators as they run at each task's real max_length (check_operators: forward
+    and backward on a padded batch; once per grid, d_model and max_length, naming the tasks)."""
     declared = config.get("variants") or {}
     problems: dict[str, None] = {}
+    probes: dict[tuple[str, str, int, int], tuple[ModelConfig, list[str]]] = {}
     for name in config["run_grids"]:
         grid = config["grids"][name]
         settings = run_layout.grid_settings(grid, f"grids.{name}")
@@ -265,9 +313,10 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
                 problems[heads] = None
                 continue
             operators = declared.get(variant)
+            max_length = config["tasks"][task]["max_length"]
             try:
                 cfg = ModelConfig(
-                    vocab_size=2, num_classes=2, max_length=1, variant=variant, scale=scale,
+                    vocab_size=2, num_classes=2, max_length=max_length, variant=variant, scale=scale,
                     operators=operators, **model,
                 )  # fmt: skip
             except (TypeError, ValueError) as err:
@@ -275,11 +324,18 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
                 where += f" < setting {setting})" if setting != run_layout.BASE_SETTING else ")"
                 problems[f"{where}: {err}"] = None
                 continue
-            if operators is not None:  # the user's operators: import, build and run each on a small batch
-                try:
-                    check_operators(cfg)
-                except ValueError as err:
-                    problems[f"variants.{variant} (grids.{name}, d_model {cfg.d_model}): {err}"] = None
+            if operators is not None:  # the user's operators: run at this task's length (below)
+                key = (variant, name, cfg.d_model, max_length)
+                tasks = probes.setdefault(key, (cfg, []))[1]
+                if task not in tasks:
+                    tasks.append(task)
+    for (variant, name, d_model, max_length), (cfg, tasks) in probes.items():
+        try:
+            check_operators(cfg)
+        except ValueError as err:
+            where = f"grids.{name}, task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}"
+            where += f", d_model {d_model}, max_length {max_length}"
+            problems[f"variants.{variant} ({where}): {err}"] = None
     used = {variant for name in config["run_grids"] for variant in config["grids"][name]["variants"]}
     for variant in sorted(set(declared) - used):  # declared, in no selected grid: checked at defaults.model
         try:
@@ -287,7 +343,7 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
                 vocab_size=2, num_classes=2, max_length=1, variant=variant, operators=declared[variant],
                 **config["defaults"]["model"],
             )  # fmt: skip
-            check_operators(cfg)
+            check_operators(cfg, length=PROBE_SHORT_LENGTH)
         except (TypeError, ValueError) as err:
             problems[f"variants.{variant} (defaults.model): {err}"] = None
     return list(problems)

@@ -95,15 +95,21 @@ def run_config(
     scale: str,
     setting: str,
     seed: int | str,
+    operator_codes: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
     """One LRA run's config (docs/interfaces.md, "Run config"): defaults < task < the grid setting. A variant
     declared under the config's `variants` travels with it as `model.operators` (its row: which operator at
-    which points), so the job builds it from its own slice; a built-in variant's config is unchanged."""
+    which points), so the job builds it from its own slice; a built-in variant's config is unchanged.
+
+    `operator_codes` ({variant: hash}, `operator_codes`) adds the hash of the variant's own operator code as
+    `operator_code`: the workflow passes it, so that an edit of that code changes the run config (a params
+    value of the train rule, whose change reruns the run) and its hash (no checkpoint of the old code is
+    resumed)."""
     overrides = settings[setting]
     model = {**merged(config, "model", task), **overrides["model"]}
     if variant in config_variants(config):
         model["operators"] = config_variants(config)[variant]
-    return {
+    resolved = {
         "task": task,
         "variant": variant,
         "scale": scale,
@@ -112,6 +118,19 @@ def run_config(
         "model": model,
         "train": {**merged(config, "train", task), **overrides["train"]},
     }
+    if operator_codes and variant in operator_codes:
+        resolved["operator_code"] = operator_codes[variant]
+    return resolved
+
+
+def operator_codes(config: Mapping[str, Any]) -> dict[str, str]:
+    """{variant: sha256 of its operators' source} of each variant the config declares that runs a user's
+    operator ("module:attr"; pdelra.operator_code says which files count). ValueError names an operator
+    whose module has no source file to be found."""
+    from pdelra.operator_code import operator_code  # torch-free; reads files only when a variant has one
+
+    codes = {variant: operator_code(row) for variant, row in config_variants(config).items()}
+    return {variant: code for variant, code in codes.items() if code is not None}
 
 
 def config_variants(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

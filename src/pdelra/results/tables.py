@@ -696,8 +696,8 @@ def _distinct(values: pd.Series, width: int | None = None) -> str:
 
 
 def provenance_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """What the runs are: counts by status, the grid's extent, code versions, devices and config hashes,
-    one `item`, `value` row each."""
+    """What the runs are: counts by status, the grid's extent, code versions (the project's, and each own
+    variant's operator code), devices and config hashes, one `item`, `value` row each."""
     import pandas as pd
 
     if runs.empty:
@@ -710,6 +710,13 @@ def provenance_summary(runs: pd.DataFrame) -> pd.DataFrame:
     items += [
         ("seed ids", ", ".join(map(str, sorted(runs["seed"].unique())))),
         ("code versions", _distinct(runs["code_version"])),
+    ]
+    # Beside the project's commit, the code of each variant's own operator (pdelra.operator_code): a hash
+    # that changes with any edit of it, first 16 hex (two values: runs of the same variant by different code).
+    if "operator_code" in runs:
+        own = runs.dropna(subset=["operator_code"]).groupby("variant", sort=True)["operator_code"]
+        items += [(f"operator code {variant}", _distinct(codes, 16)) for variant, codes in own]
+    items += [
         ("devices", _distinct(runs["device"])),
         ("config hashes", int(runs["config_hash"].nunique())),
     ]

@@ -90,6 +90,7 @@ RUN_COLUMNS = (
     "config_hash",
     "data_hash",
     "code_version",
+    "operator_code",
     "metrics_path",
     *CONFIG_COLUMNS,
 )
@@ -188,6 +189,7 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         config_hash=metrics.get("config_hash"),
         data_hash=metrics.get("data_manifest_hash"),
         code_version=_code_version(metrics.get("code_version")),
+        operator_code=metrics.get("operator_code"),  # a variant's own operator code; empty for the project's
         metrics_path=str(path),
         steps_per_epoch=metrics.get("steps_per_epoch"),
         planned_steps=metrics.get("planned_steps"),

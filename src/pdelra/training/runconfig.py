@@ -67,6 +67,9 @@ SCHEMA: dict[str, Any] = {
         # Optional (default "base"): the grid setting whose overrides are already merged into model/train.
         "setting": {"type": "string", "pattern": SETTING_NAME.pattern, "not": {"pattern": "^seed"}},
         "seed": {"type": "integer", "minimum": 0},
+        # Optional: sha256 of the source of the variant's own operators (pdelra.operator_code), which the
+        # workflow adds so that an edit of that code changes the config and its hash.
+        "operator_code": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
         "model": {
             "type": "object",
             "required": list(REQUIRED_MODEL_KEYS),

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from pdelra.atomic import write_json_atomic
 from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
 from pdelra.nn.model import LRAClassifier, ModelConfig
+from pdelra.operator_code import operator_code
 from pdelra.runs import COMPLETED, DIVERGED
 from pdelra.training import batches as B
 from pdelra.training import finished
@@ -100,7 +101,7 @@ def train_run(cfg: RunConfig, data_dir: Path, out_dir: Path, ckpt_dir: Path, dev
     """Train one run; returns 0 (completed or diverged, metrics.json written) or EXIT_INTERRUPTED (75).
 
     `device`: auto, cuda or cpu (pdelra.training.device.choose_device; cuda without CUDA is an error)."""
-    identity = {"config_hash": cfg.hash, "data_manifest_hash": manifest_hash(data_dir)}
+    identity = run_identity(cfg, manifest_hash(data_dir))
     # The run's lock first: a second process for the same run (a rerun beside a job of a dead Snakemake)
     # waits here instead of training beside it. Then a run finished by an earlier attempt (or by the process
     # we waited for) is restored, not trained again.
@@ -108,6 +109,30 @@ def train_run(cfg: RunConfig, data_dir: Path, out_dir: Path, ckpt_dir: Path, dev
         if finished.restore(ckpt_dir, out_dir, identity) is not None:
             return 0
         return _Trainer(cfg, data_dir, out_dir, ckpt_dir, interrupted, device).run()
+
+
+def run_identity(cfg: RunConfig, data_hash: str) -> dict[str, str]:
+    """What a checkpoint or a kept finished run must match to be this run's: the config hash, the data
+    manifest hash and, for a variant with a user's operator, the hash of the operator code this process
+    runs (pdelra.operator_code): also when the run config does not carry it (`pdelra train` by hand), an
+    edited operator does not resume the old code's checkpoint. Built-in variants' identity is unchanged."""
+    identity = {"config_hash": cfg.hash, "data_manifest_hash": data_hash}
+    try:
+        code = operator_code(cfg.model.get("operators"))
+    except ValueError as exc:
+        raise RunConfigError(f"run config model.operators: {exc}") from exc
+    if code is None:
+        return identity
+    planned = cfg.raw.get("operator_code")
+    if planned is not None and planned != code:  # edited between planning and this job: record what ran
+        log.warning(
+            "the operator code of variant %s changed since the workflow planned this run (%s…, now %s…): "
+            "training with the code as it is now and recording its hash in metrics.json",
+            cfg.variant,
+            planned[:12],
+            code[:12],
+        )
+    return {**identity, "operator_code": code}
 
 
 class _Trainer:
@@ -156,7 +181,7 @@ class _Trainer:
         self.scheduler = make_scheduler(self.optimizer, self.tc.warmup_steps, self.total_steps)
         self.state = TrainState()
         self.best_weights: dict[str, torch.Tensor] | None = None
-        self.identity = {"config_hash": cfg.hash, "data_manifest_hash": self.data_hash}
+        self.identity = run_identity(cfg, self.data_hash)
         self.last_checkpoint = time.monotonic()
 
     # ----------------------------------------------------------------------------------------- driver
@@ -404,6 +429,8 @@ class _Trainer:
             "data_manifest_hash": self.data_hash,
             "run_config": dict(cfg.raw),
             "code_version": code_version(),
+            # The hash of the variant's own operator code this run ran (None: the project's code only).
+            "operator_code": self.identity.get("operator_code"),
             "versions": library_versions(),
             "device": self.dev.name,
             "num_threads": self.dev.threads,
