@@ -248,10 +248,11 @@ def workspace(tmp_path: Path) -> Path:
 # Each worker takes whole groups: a group is a test module, so its module fixtures are built once, except that
 # the modules whose slow tests work on `finished_tiny` form one group, so it is trained once. The longest
 # groups go first, so that neither worker is left alone with one of them at the end (measured on the 2-core
-# machine: the Slurm module ~6 min, the finished_tiny group ~3 min).
+# machine: the Slurm module ~6 min, the finished_tiny group ~3 min, the claims' noise and reach simulations
+# ~3 min each on one core).
 SHARED_WORKSPACE_GROUP = "finished_tiny"
 SHARED_WORKSPACE_MODULES = ("test_workflow_run", "test_dvc", "test_diagnostics_run", "test_template")
-FIRST_GROUPS = ("test_slurm", SHARED_WORKSPACE_GROUP)
+FIRST_GROUPS = ("test_slurm", SHARED_WORKSPACE_GROUP, "test_claims_noise", "test_claims_reach")
 
 
 def worker_group(nodeid: str) -> str:

@@ -333,7 +333,10 @@ def test_one_diverged_seed_leaves_the_other_claims_of_its_task_alone(tmp_path: P
     claims = judged(tmp_path, runs)
     assert claims.loc["table11_sign_after_embedding_text", "verdict"] == "reproduced"
     for claim in ("table11_sign_after_embedding_text", "table11_sign_after_mlp_text", "after_embedding_gain"):
-        assert claims.loc[claim, "ci_low"] == pytest.approx(before.loc[claim, "ci_low"], rel=0.05)
+        # The same estimate; the width moves only as far as the grid's prior is refitted without the cell.
+        assert claims.loc[claim, "effect"] == pytest.approx(before.loc[claim, "effect"])
+        width = claims.loc[claim, "ci_high"] - claims.loc[claim, "ci_low"]
+        assert width <= 1.15 * (before.loc[claim, "ci_high"] - before.loc[claim, "ci_low"])
         assert "diverged" not in str(claims.loc[claim, "detail"])
     mine = claims.loc["table11_sign_in_attention_text"]
     assert "In Attention on Text: diverged in 1 of 5 seeds" in mine["detail"]

@@ -25,14 +25,14 @@ def test_without_a_pilot_the_spread_is_table_15s() -> None:
 
 
 def test_a_noisier_pilot_asks_for_more_seeds_as_the_simulation_finds() -> None:
-    """A pilot with 1 pp per-run noise: multi-scale needs 9 seeds (simulated: 51 % reproduced at 5 seeds,
-    29 % at 3, tests/test_claims_reach.py); After Embedding's +4 pp still 2."""
+    """A pilot with 1 pp per-run noise: multi-scale needs about 13 seeds (simulated: 33 % reproduced at 5
+    seeds, median seeds needed 11, tests/test_claims_reach.py); After Embedding's +4 pp still 2."""
     pilot = draw_runs(paper_truth, np.random.default_rng(3), 5, 0.01)
     table = seeds.seeds_table(pilot).set_index("claim_id")
     # The spread of the task's main grid (the baseline and seven positions); multi-scale cells have their own.
     assert table.loc["multiscale_gain", "spread_from"].startswith("pilot (8 cells × 5 seeds)")
-    assert 6 <= table.loc["multiscale_gain", "seeds_for_80"] <= 12
-    assert 0.3 <= table.loc["multiscale_gain", "power_at_5"] <= 0.75
+    assert 9 <= table.loc["multiscale_gain", "seeds_for_80"] <= 16
+    assert 0.2 <= table.loc["multiscale_gain", "power_at_5"] <= 0.55
     assert table.loc["after_embedding_gain", "seeds_for_80"] == 2
 
 
