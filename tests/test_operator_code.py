@@ -36,6 +36,9 @@ def user_tree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tree / "ops" / "conv.py").write_text("from .init import std\n\nclass Conv: ...\n")
     (tree / "ops" / "init.py").write_text("std = 0.02\n")
     monkeypatch.chdir(tree)
+    # First on sys.path, as the working directory is for a user's run: another test of this worker may have
+    # left a folder holding its own myops.py there (pdelra.importing appends the working directory).
+    monkeypatch.syspath_prepend(str(tree))
     return tree
 
 

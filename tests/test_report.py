@@ -473,9 +473,11 @@ def test_the_average_over_an_incomplete_task_set_is_blank(
     # Only two of the paper's five tasks ran: no LRA average beside the paper's five-task one.
     assert t6.loc["After Embedding", "ours"] == "—" and pd.isna(t6.loc["After Embedding", "Δ"])
     t11 = pd.read_csv(root / "report" / "tables" / "table11.csv").set_index("position")
-    # Every seed +0.05: the interval comes from the task's pooled variance, never a point (no p = 0).
+    # Every seed +0.05: the interval comes from the cell's variance against the other cells of its grid,
+    # never a point (no p = 0).
     cell = t11.loc["After Embedding", "ListOps"]
-    assert cell.startswith("+0.0500 [+0.04") and cell.endswith("(+0.0222)")
+    low, high = (float(x) for x in cell.split("[")[1].split("]")[0].split(", "))
+    assert cell.startswith("+0.0500 [") and low < 0.05 < high and cell.endswith("(+0.0222)")
 
 
 def test_a_section_can_only_read_a_declared_table(tmp_path: Path) -> None:
