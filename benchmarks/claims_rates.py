@@ -28,7 +28,7 @@ def rate(share: float, trials: int) -> str:
 
 
 def main() -> None:
-    print("## Truth = the paper (Tables 10, 12)\n")
+    print("### Truth = the paper (Tables 10, 12)\n")
     print("| seeds | run sd | primary (each) | order | Table 11, |Δ| ≥ 2 pp (lowest) | multiscale_gain |")
     print("| ---: | ---: | :--- | :--- | :--- | :--- |")
     for seeds, sd in reach.SETTINGS:
@@ -41,12 +41,12 @@ def main() -> None:
             f"| {seeds} | {100 * sd:g} pp | {primary} (n = {n}) | {rate(order, n)} | {rate(big, n)} "
             f"| {rate(multi, n)} |"
         )
-    print("\n## Null, every cell equally noisy: family-wise error after Holm (nominal 5 %)\n")
+    print("\n### Null, every cell equally noisy: family-wise error after Holm (nominal 5 %)\n")
     for seeds, sd in (reach.SETTINGS[0], reach.SETTINGS[3]):
         fwer = reach.family_errors(reach.simulate(seeds, sd, True, reach.NULL_REPLICATIONS))
         worst = rate(fwer.max(), reach.NULL_REPLICATIONS)
         print(f"- n = {seeds}, sd {100 * sd:g} pp: worst family {fwer.idxmax()} {worst}")
-    print(f"\n## Null, {noise.NOISY} noisier (every scale)\n")
+    print(f"\n### Null, {noise.NOISY} noisier (every scale)\n")
     print("| seeds | run sd | factor | worst family-wise error | coverage of its 95 % intervals |")
     print("| ---: | ---: | ---: | :--- | :--- |")
     for seeds, sd in reach.SETTINGS:
@@ -59,7 +59,7 @@ def main() -> None:
             cover = float(((mine["ci_low"] <= 0) & (mine["ci_high"] >= 0)).mean())
             worst, covered = rate(fwer.max(), noise.HETERO_REPLICATIONS), rate(cover, len(mine))
             print(f"| {seeds} | {100 * sd:g} pp | ×{factor:g} | {fwer.idxmax()} {worst} | {covered} |")
-    print("\n## Truth = the paper, one seed of one cell failed (n = 5, sd 0.5 pp, real test-set sizes)\n")
+    print("\n### Truth = the paper, one seed of one cell failed (n = 5, sd 0.5 pp, real test-set sizes)\n")
     print(
         "| task | failed cell | claims not involving it: lowest share of power kept (own test; after Holm) |"
     )

@@ -98,6 +98,9 @@ def test_a_constant_guess_at_chance_failed_to_learn(tmp_path: Path) -> None:
     assert (pathfinder["verdict"] == "inconclusive").all()
     assert pathfinder["detail"].str.contains("on PathFinder: failed to learn in 5 of 5 seeds").all()
     assert (claims["p_value"].dropna() > 0).all()
+    # What would decide it says that the runs ran but did not learn (not "2 seeds or more … (0 ran)").
+    row = pathfinder.loc["table11_sign_after_embedding_pathfinder"].to_dict()
+    assert C.what_would_decide(row) == "2 seeds or more whose runs learn (0 did on all it compares)"
 
 
 def test_on_a_coarse_test_set_two_seeds_hold_the_level() -> None:

@@ -94,6 +94,7 @@ from __future__ import annotations
 import copy
 import logging
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from statistics import NormalDist
@@ -144,6 +145,7 @@ EQUIVALENCE_MARGIN = 0.01
 # A completed run "failed to learn" when its accuracy is within the 95 % binomial interval of chance (or
 # below).
 FAILURE_Z = NormalDist().inv_cdf(1 - ALPHA / 2)
+FAILED_NOTE = re.compile(r": (diverged|failed to learn) in \d+ of \d+ seeds")  # a failure's note in a detail
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not run")
 SIZES = ("as claimed", "smaller than claimed", "larger than claimed", "opposite sign")
@@ -455,7 +457,7 @@ class RunIndex:
             where = f"{cell.label()} on {paper.TASK_LABELS.get(task, task)}"
             for why in ("diverged", "failed to learn"):
                 if n := sum(w == why for w in failed.values()):
-                    notes.append(f"{where}: {why} in {n} of {len(rows)} seeds")
+                    notes.append(f"{where}: {why} in {n} of {len(rows)} seeds")  # (FAILED_NOTE reads it)
         used = [r for s, _, r in rows if s in values]
         devices = {str(r.get("device")) for r in used if not _isnan_or_none(r.get("device"))}
         budgets = {int(r["max_epochs"]) for r in used if not _isnan(r.get("max_epochs"))}
@@ -1194,6 +1196,8 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
         return ""
     n, seeds, at_paper = int(claim["n"]), claim.get("seeds_needed"), claim.get("power_at_paper")
     if n < 2 and claim.get("kind") != "association":
+        if FAILED_NOTE.search(str(claim.get("detail", ""))):  # runs ran, but they did not learn
+            return f"2 seeds or more whose runs learn ({n} did on all it compares)"
         return f"2 seeds or more to test it ({n} ran)"
     if _isnan(seeds):
         return "" if _isnan(claim.get("detectable_effect")) else f"not decidable with {power.MAX_SEEDS} seeds"
