@@ -138,7 +138,8 @@ CHANCE_ACCURACY = {
     "agnews": 0.25,
 }
 COST_UNIT = "pp of step time"
-DESIGN_VARIANTS = frozenset((BASELINE, *paper.POSITIONS))  # the cells whose runs pool one task's noise
+# The cells of a task's grids (`pdelra.results.design`): the baseline and the seven positions.
+DESIGN_VARIANTS = frozenset((BASELINE, *paper.POSITIONS))
 # A paper Δ within this margin is "no difference", and a no-difference claim is reproduced when our 95 %
 # interval lies inside it: one threshold for both (1 percentage point of accuracy).
 EQUIVALENCE_MARGIN = 0.01
@@ -586,7 +587,7 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
 
 
 # ----------------------------------------------------------------------------------------------------
-# One comparison: a − b, pooled over the task's design when it can be
+# One comparison: a − b, from each cell's own (moderated) variance when its task's grid holds it
 # ----------------------------------------------------------------------------------------------------
 @dataclass
 class Comparison:
