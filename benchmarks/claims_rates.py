@@ -55,9 +55,8 @@ def main() -> None:
                 seeds, sd, True, noise.HETERO_REPLICATIONS, (noise.NOISY, factor), power=False
             )
             fwer = reach.family_errors(frame)
-            mine = frame[frame["claim_id"].str.startswith(f"table11_sign_{noise.NOISY}_")]
-            cover = float(((mine["ci_low"] <= 0) & (mine["ci_high"] >= 0)).mean())
-            worst, covered = rate(fwer.max(), noise.HETERO_REPLICATIONS), rate(cover, len(mine))
+            worst = rate(fwer.max(), noise.HETERO_REPLICATIONS)
+            covered = rate(*noise.noisy_coverage(frame))
             print(f"| {seeds} | {100 * sd:g} pp | ×{factor:g} | {fwer.idxmax()} {worst} | {covered} |")
     print("\n### Truth = the paper, one seed of one cell failed (n = 5, sd 0.5 pp, real test-set sizes)\n")
     print(

@@ -23,6 +23,12 @@ HETERO_REPLICATIONS = 300
 NOISY = "after_embedding"  # in the primary claims and in Table 12, so its multi-scale cells are noisy too
 
 
+def noisy_coverage(frame: pd.DataFrame) -> tuple[float, int]:
+    """(share of the noisy position's Table 11 intervals that hold the truth, 0; how many there are)."""
+    noisy = frame[frame["claim_id"].str.startswith(f"table11_sign_{NOISY}_")]
+    return float(((noisy["ci_low"] <= 0) & (noisy["ci_high"] >= 0)).mean()), len(noisy)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("factor", (3.0, 4.0))
 @pytest.mark.parametrize(("seeds", "noise"), SETTINGS)
@@ -33,13 +39,12 @@ def test_a_noisier_position_holds_every_familys_level(seeds: int, noise: float, 
     the noisy position's 95 % intervals cover the truth (0) in ≥ 93 %."""
     frame = simulate(seeds, noise, True, HETERO_REPLICATIONS, (NOISY, factor), power=False)
     fwer = family_errors(frame)
-    noisy = frame[frame["claim_id"].str.startswith(f"table11_sign_{NOISY}_")]
-    coverage = float(((noisy["ci_low"] <= 0) & (noisy["ci_high"] >= 0)).mean())
-    se = math.sqrt(coverage * (1 - coverage) / len(noisy))
+    coverage, intervals = noisy_coverage(frame)
+    se = math.sqrt(coverage * (1 - coverage) / intervals)
     print(
         f"\nnull, {NOISY} sd ×{factor:g}, n = {seeds}, sd {100 * noise:g} pp, {HETERO_REPLICATIONS} "
         f"replications: family-wise error\n{fwer.to_string()}\ncoverage of its intervals {coverage:.3f} "
-        f"(se {se:.3f}, {len(noisy)} intervals)"
+        f"(se {se:.3f}, {intervals} intervals)"
     )
     assert (fwer <= mc_bound(stats.ALPHA, HETERO_REPLICATIONS)).all(), fwer
     assert coverage >= 0.93

@@ -105,15 +105,7 @@ import numpy as np
 from pdelra import paper
 from pdelra.errors import UserError
 from pdelra.results import power, stats
-from pdelra.results.design import (
-    MIN_REFERENCE,
-    MODERATED_SEEDS,
-    CellKey,
-    CellNoise,
-    GridNoise,
-    grid_noise,
-    satterthwaite,
-)
+from pdelra.results.design import GRIDS, CellKey, GridNoise, assume, grid_noise, satterthwaite
 from pdelra.results.power import DegreesOfFreedom
 from pdelra.results.stats import ALPHA
 from pdelra.runs import BASE_SETTING, BASELINE, COMPLETED, DIVERGED, MAIN_SCALE
@@ -372,16 +364,15 @@ class RunIndex:
     are judged with and without it (`judge`); other metrics leave a diverged run out (its step time and loss
     mean nothing)."""
 
-    def __init__(self, runs: pd.DataFrame | None, *, failures: bool = False):
+    def __init__(self, runs: pd.DataFrame | None):
         self._rows: dict[tuple[str, str, str, str], list[tuple[int, str, dict[str, Any]]]] = {}
         self.notes: dict[tuple[str, str, str, str], list[str]] = {}
         self._n_test: dict[str, float] = {}
         self._noise: dict[tuple[str, str, str], GridNoise] = {}
         self._assumed: dict[str, float] = {}
         self._cells: dict[tuple[Cell, str, str], SeedValues | None] = {}
-        self.failures = (
-            failures  # this view counts failed runs (at chance when diverged) instead of dropping them
-        )
+        self.failures = False  # `with_failures()`: failed runs counted (at chance when diverged)
+        self._multiscale: dict[str, set[str]] = {}  # task → the positions it ran at several scales
         if runs is None or not len(runs):
             return
         records = runs.to_dict("records")
@@ -412,6 +403,9 @@ class RunIndex:
                 + "; each (task, variant, scale, setting, seed) must appear once (aggregate refuses them too)"
             )
         self._n_test = {task: float(np.median(v)) for task, v in n_test.items()}
+        for task, variant, scale, setting in self._rows:
+            if setting == BASE_SETTING and scale != MAIN_SCALE and variant in DESIGN_VARIANTS:
+                self._multiscale.setdefault(task, set()).add(variant)
 
     def with_failures(self) -> RunIndex:
         """The same runs, with every failed run counted (a diverged one at chance accuracy): the view in which
@@ -469,24 +463,13 @@ class RunIndex:
         """The grid of `task` that holds every cell of `keys` (`pdelra.results.design`): "main" (the baseline
         and the seven positions at h1), "scale" (the positions run at several scales, at every scale), or
         None."""
-        if all(k[2] == BASE_SETTING and k[1] == MAIN_SCALE and k[0] in DESIGN_VARIANTS for k in keys):
-            return "main"
-        multiscale = self._multiscale_variants(task)
-        if all(k[2] == BASE_SETTING and k[0] in multiscale for k in keys):
-            return "scale"
-        return None
+        return next((g for g in GRIDS if all(self._in_grid(task, k, g) for k in keys)), None)
 
-    def _multiscale_variants(self, task: str) -> set[str]:
-        return {
-            k[1] for k in self._rows if k[0] == task and k[3] == BASE_SETTING and k[2] != MAIN_SCALE
-        } & DESIGN_VARIANTS
-
-    def _grid_keys(self, task: str, grid: str) -> list[CellKey]:
-        keys = [(k[1], k[2], k[3]) for k in self._rows if k[0] == task]
-        if grid == "main":
-            return [k for k in keys if self.grid(task, {k}) == "main"]
-        multiscale = self._multiscale_variants(task)
-        return [k for k in keys if k[2] == BASE_SETTING and k[0] in multiscale]
+    def _in_grid(self, task: str, key: CellKey, grid: str) -> bool:
+        variant, scale, setting = key
+        if setting != BASE_SETTING or variant not in DESIGN_VARIANTS:
+            return False
+        return scale == MAIN_SCALE if grid == "main" else variant in self._multiscale.get(task, set())
 
     def noise(self, task: str, grid: str, column: str) -> GridNoise:
         """The per-cell noise of one grid of one task (`pdelra.results.design`), computed once: each cell's
@@ -495,24 +478,16 @@ class RunIndex:
         them changes no verdict of the paper's claims."""
         if (task, grid, column) not in self._noise:
             cells: dict[CellKey, dict[int, float]] = {}
-            for key in self._grid_keys(task, grid):
+            for where, variant, scale, setting in self._rows:
+                key = (variant, scale, setting)
+                if where != task or not self._in_grid(task, key, grid):
+                    continue
                 found = self.cell(Cell(*key), task, column)
                 if found is not None and found.values:
                     cells[key] = found.values
             noise = grid_noise(cells, self._n_test.get(task, math.nan))
             if task in self._assumed:
-                # Under the assumption every cell is alike: each borrows the other cells' df (`moderate`).
-                total = sum(c.own_df for c in noise.cells.values())
-                assumed = {}
-                for k, c in noise.cells.items():
-                    v = self._assumed[task] * (1 + 1 / max(c.reference, 1))
-                    df = (
-                        total
-                        if c.own_df >= MODERATED_SEEDS - 1 and len(noise.cells) > MIN_REFERENCE
-                        else c.own_df
-                    )
-                    assumed[k] = CellNoise(v, df, c.reference, v, c.own_df)
-                noise = GridNoise(assumed, noise.reasons, 0.0)
+                noise = assume(noise, self._assumed[task])
             self._noise[(task, grid, column)] = noise
         return self._noise[(task, grid, column)]
 
@@ -525,9 +500,7 @@ class RunIndex:
 
     def floor(self, task: str, column: str) -> float:
         """The smallest variance of one run's value on this task (binomial, for accuracy; else 0)."""
-        if column != ACCURACY or task in self._assumed:
-            return 0.0
-        return self.noise(task, "main", column).floor
+        return self.noise(task, "main", column).floor if column == ACCURACY else 0.0
 
 
 def _isnan(value: Any) -> bool:

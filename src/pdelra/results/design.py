@@ -71,6 +71,8 @@ MIN_REFERENCE = 2
 MODERATED_SEEDS = 5
 
 CellKey = tuple[str, str, str]  # (variant, scale, setting)
+# A task's grids: its baseline and seven positions at h1 ("main"); positions run at several scales ("scale").
+GRIDS = ("main", "scale")
 
 
 @dataclass(frozen=True)
@@ -186,6 +188,20 @@ def moderate(cells: Mapping[CellKey, CellNoise]) -> dict[CellKey, CellNoise]:
         variance = (borrowed * s0 + c.own_df * c.own) / (borrowed + c.own_df)
         out[key] = CellNoise(variance, borrowed + c.own_df, c.reference, c.own, c.own_df, c.floored)
     return out
+
+
+def assume(noise: GridNoise, variance: float) -> GridNoise:
+    """The grid's noise if every cell's run had `variance` (for planning seeds: `pdelra.results.seeds`): each
+    cell's estimate carries its reference's share, 1 / (reference cells), as a measured one does, and its df
+    are what `moderate` gives cells whose spreads agree (d0 = ∞): all the lenders' df from 5 seeds on, its
+    own below. No floor."""
+    total = sum(c.own_df for c in noise.cells.values())
+    cells = {}
+    for key, c in noise.cells.items():
+        v = variance * (1 + 1 / max(c.reference, 1))
+        lends = c.own_df >= MODERATED_SEEDS - 1 and len(noise.cells) > MIN_REFERENCE
+        cells[key] = CellNoise(v, total if lends else c.own_df, c.reference, v, c.own_df)
+    return GridNoise(cells, noise.reasons, 0.0)
 
 
 def grid_noise(cells: Mapping[CellKey, Mapping[int, float]], n_test: float) -> GridNoise:
