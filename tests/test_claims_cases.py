@@ -87,6 +87,22 @@ def test_runs_that_do_not_vary_never_give_p_zero(tmp_path: Path) -> None:
     assert single["method"].str.contains("variance floored").all()
 
 
+def test_one_seed_gives_no_p_value_and_no_impossible_detectable_effect() -> None:
+    """One seed has no test: its p-values (raw and Holm-adjusted) are empty, never 1 (Python's min(1, nan)
+    is 1). And a detectable effect above 1 in accuracy units (2 very noisy seeds) is no effect accuracy can
+    have: it is empty too, and the claim says it is not decidable."""
+    one = C.evaluate(paper_runs(seeds=1), claims=paper_claims(), power=False)
+    assert one["p_value"].isna().all() and one["p_adjusted"].isna().all()
+    assert (one["verdict"] == "inconclusive").all()
+    noisy = C.evaluate(paper_runs(seeds=2, noise=0.3), claims=paper_claims())
+    accuracy = noisy[noisy["unit"] == "accuracy"]
+    assert (accuracy["detectable_effect"].dropna() <= 1).all()
+    spread = accuracy[accuracy["detectable_effect"].isna() & accuracy["p_value"].notna()]
+    undecided = spread[spread["verdict"] == "inconclusive"]
+    assert len(undecided) > 0
+    assert all(C.what_would_decide(c) for c in undecided.to_dict("records"))  # each still says what would
+
+
 def test_a_constant_guess_at_chance_failed_to_learn(tmp_path: Path) -> None:
     """Every Pathfinder run at exactly 0.5 over 5 seeds (a constant guess on a balanced binary task): every
     run failed to learn, which each claim on Pathfinder names; none is decided and no p is 0."""

@@ -694,7 +694,7 @@ def _both_ways(est: stats.Estimate, expected: int, margin: float, centre: float 
     no-difference claim (expected 0)."""
     if expected != 0:
         towards, away = (est.p_greater, est.p_less) if expected > 0 else (est.p_less, est.p_greater)
-        return min(1.0, 2 * towards), min(1.0, 2 * away)
+        return stats.two_sided(towards), stats.two_sided(away)
     return stats.equivalence(_centred(est, centre), margin)
 
 
@@ -845,13 +845,13 @@ def judge_best(claim: Best, index: RunIndex) -> dict[str, Any]:
         comparisons, key=lambda c: round(c[1].est.effect, 12) if not math.isnan(c[1].est.effect) else math.inf
     )
     ests = [c.est for _, c in comparisons]
-    p_all = [min(1.0, 2 * e.p_greater) for e in ests]  # each on the two-sided scale
-    p_any = [min(1.0, 2 * e.p_less) for e in ests]
+    p_all = [stats.two_sided(e.p_greater) for e in ests]  # each on the two-sided scale
+    p_any = [stats.two_sided(e.p_less) for e in ests]
     if any(math.isnan(p) for p in p_all):
         p_reproduced = p_contradicted = math.nan
     else:
         p_reproduced = max(p_all)  # IUT: the largest p decides
-        p_contradicted = min(1.0, k * min(p_any))  # Bonferroni: some other is better
+        p_contradicted = stats.two_sided(min(p_any), k)  # Bonferroni: some other is better
     p_value, word = _verdict(p_reproduced, p_contradicted)
     better = [c.label() for c, comp in comparisons if comp.est.effect < 0]
     notes = [n for _, c in comparisons for n in c.notes]
@@ -912,8 +912,8 @@ def judge_pair_order(claim: PairOrder, index: RunIndex) -> dict[str, Any]:
             n_excluded=excluded,
             detail=_join("fewer than 2 usable seeds in some cell", *notes, _excluded_note(excluded)),
         )
-    p_order = [min(1.0, 2 * e.p_greater) for e in ests]
-    p_reversed = [min(1.0, max(m, 1) * 2 * e.p_less) for e in ests]
+    p_order = [stats.two_sided(e.p_greater) for e in ests]
+    p_reversed = [stats.two_sided(e.p_less, 2 * max(m, 1)) for e in ests]
     in_order = [s and p < ALPHA for s, p in zip(separable, p_order, strict=True)]
 
     def named(keep: bool) -> list[str]:
@@ -1090,6 +1090,8 @@ def _power_columns(row: Mapping[str, Any]) -> tuple[float, float, float]:
         return math.nan, math.nan, math.nan
     widest = max(usable, key=lambda t: t[1] / math.sqrt(max(t[2].at(n), 1e-9)))
     detectable = power.detectable_effect(widest[1], n, widest[2], level)
+    if row.get("unit") == "accuracy" and detectable > 1:
+        detectable = math.nan  # no accuracy difference (at most 1) is detectable at this n
     aim = [(g if not _isnan(g) else float(row["effect"]), sd, dof) for g, sd, dof in usable]
     correlation = row.get("_correlation")  # a list, or NaN in a row that has none
     correlation = correlation if isinstance(correlation, list) and len(usable) == len(terms) else None
@@ -1174,7 +1176,8 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
             return f"2 seeds or more whose runs learn ({n} did on all it compares)"
         return f"2 seeds or more to test it ({n} ran)"
     if _isnan(seeds):
-        return "" if _isnan(claim.get("detectable_effect")) else f"not decidable with {power.MAX_SEEDS} seeds"
+        tested = not (_isnan(claim.get("detectable_effect")) and _isnan(claim.get("p_value")))
+        return f"not decidable with {power.MAX_SEEDS} seeds" if tested else ""
     if seeds > n:
         return f"decidable with about {int(seeds)} seeds at the spread observed"
     if not _isnan(at_paper):

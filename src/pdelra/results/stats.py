@@ -44,7 +44,13 @@ class Estimate:
     def p_two_sided(self) -> float:
         if math.isnan(self.p_greater) or math.isnan(self.p_less):
             return math.nan
-        return min(1.0, 2 * min(self.p_greater, self.p_less))
+        return two_sided(min(self.p_greater, self.p_less))
+
+
+def two_sided(p: float, factor: float = 2) -> float:
+    """`factor` · p capped at 1 (a one-sided p on the two-sided scale, or a Bonferroni bound); NaN — no
+    test — stays NaN (Python's min(1.0, nan) would return 1.0, a p-value no test gave)."""
+    return math.nan if math.isnan(p) else min(1.0, factor * p)
 
 
 def _clean(values: Sequence[float]) -> np.ndarray:
