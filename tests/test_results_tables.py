@@ -147,6 +147,24 @@ def test_table15_compares_mean_and_spread() -> None:
     assert t15.loc["none", "std_ratio"] == pytest.approx(0.01 / 0.0054)
 
 
+def test_tables_14_and_15_show_a_configs_own_variant_after_the_papers() -> None:
+    """An own variant that ran on ListOps is a row of both tables, its paper columns empty; one that ran
+    only on another task is in neither (both tables are ListOps')."""
+    runs = runs_frame(
+        cell("listops", "none", [0.37, 0.38], median_step_time_s=0.10)
+        + cell("listops", "smooth_embed", [0.40, 0.42], median_step_time_s=0.12)
+        + cell("text", "only_text", [0.6, 0.61], median_step_time_s=0.1)
+    )
+    t14 = tables.table14(tables.cost_table(runs), tables.cost_overhead(runs))
+    assert list(t14["variant"])[-1] == "smooth_embed" and "only_text" not in set(t14["variant"])
+    mine = t14.set_index("variant").loc["smooth_embed"]
+    assert mine["time_overhead_pct"] == pytest.approx(20.0) and math.isnan(mine["paper_time_overhead_pct"])
+    t15 = tables.table15(tables.main_table(runs)).set_index("variant")
+    assert list(t15.index)[-1] == "smooth_embed" and "only_text" not in t15.index
+    assert t15.loc["smooth_embed", "mean"] == pytest.approx(0.41) and t15.loc["smooth_embed", "n"] == 2
+    assert math.isnan(t15.loc["smooth_embed", "paper_mean"])
+
+
 def test_table16_is_the_band_energy_at_initialisation_beside_the_paper() -> None:
     t16 = tables.table16().set_index(["scale", "stencil"])
     assert t16.loc[("h1", "unit"), "high"] == pytest.approx(spectral.band_energy([0.1], (1,))["high"])

@@ -410,13 +410,15 @@ def cost_overhead(runs: pd.DataFrame, task: str = LISTOPS) -> pd.DataFrame:
 def table14(cost: pd.DataFrame, overhead: pd.DataFrame) -> pd.DataFrame:
     """Table 14: ListOps step-time and memory overhead over the baseline (%), the paper's beside ours (from
     cost.csv: the overhead of the seed-averaged median step time), with the per-seed spread of the time
-    overhead (`cost_overhead`)."""
+    overhead (`cost_overhead`); then a config's own variants that ran on ListOps (the paper's values
+    empty)."""
     import pandas as pd
 
     cost = _base(cost)
     cost = cost[cost["task"] == LISTOPS] if len(cost) else cost
+    own = [((v, MAIN_SCALE), None) for v in paper.own_variants(cost["variant"] if len(cost) else [])]
     rows = []
-    for (variant, scale), p in [((BASELINE, MAIN_SCALE), None), *paper.TABLE14.items()]:
+    for (variant, scale), p in [((BASELINE, MAIN_SCALE), None), *paper.TABLE14.items(), *own]:
         hit = _cell(cost, variant=variant, scale=scale)
         spread = _cell(overhead, variant=variant, scale=scale)
         baseline = variant == BASELINE
@@ -439,12 +441,15 @@ def table14(cost: pd.DataFrame, overhead: pd.DataFrame) -> pd.DataFrame:
 
 
 def table15(main: pd.DataFrame) -> pd.DataFrame:
-    """Table 15: ListOps accuracy mean ± std over seeds, the paper's beside ours, and their std ratio."""
+    """Table 15: ListOps accuracy mean ± std over seeds, the paper's beside ours, and their std ratio; then
+    a config's own variants that ran on ListOps (the paper's values empty)."""
     import pandas as pd
 
     main = _base(main)
+    listops = main[main["task"] == LISTOPS]["variant"] if len(main) else []
+    own = [(v, (math.nan, math.nan)) for v in paper.own_variants(listops)]
     rows = []
-    for variant, (paper_mean, paper_std) in paper.TABLE15.items():
+    for variant, (paper_mean, paper_std) in [*paper.TABLE15.items(), *own]:
         hit = _cell(main, variant=variant, task=LISTOPS)
         mean, std = _get(hit, "mean"), _get(hit, "std")
         rows.append(
