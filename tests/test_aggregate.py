@@ -95,6 +95,32 @@ def test_runs_csv_has_one_row_per_run_including_diverged(tmp_path: Path) -> None
     assert main.loc[("none", "listops"), "std"] == pytest.approx(pd.Series([0.30, 0.34]).std())
 
 
+def test_runs_csv_names_the_paper_position_an_own_variant_occupies(tmp_path: Path) -> None:
+    """own_position: the paper's position whose points a config variant's operators occupy (a key is a point
+    or a position), empty for a built-in variant and for operators at points of no single position."""
+
+    def own(variant: str, operators: dict[str, Any] | None) -> Path:
+        model = {"operators": {k: {"operator": "myops:Op"} for k in operators}} if operators else {}
+        return write_metrics(runs, "listops", variant, "h1", 0, 0.4, run_config={"model": model})
+
+    runs = tmp_path / "runs"
+    files = [
+        own("none", None),
+        own("at_point", {"embedding": None}),
+        own("at_position", {"before_layernorm": None}),
+        own("both_points", {"attn_input": None, "mlp_input": None}),
+        own("two_places", {"embedding": None, "mlp_output": None}),
+    ]
+    table = aggregate(files, tmp_path / "tables")["runs"].set_index("variant")
+    assert table["own_position"].fillna("").to_dict() == {
+        "none": "",
+        "at_point": "after_embedding",
+        "at_position": "before_layernorm",
+        "both_points": "before_layernorm",
+        "two_places": "",
+    }
+
+
 def test_main_average_is_over_tasks_and_needs_every_task(tmp_path: Path) -> None:
     runs = tmp_path / "runs"
     files = []

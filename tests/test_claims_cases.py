@@ -316,6 +316,43 @@ def test_a_configs_own_variant_is_asked_what_the_paper_asks_of_its_positions(
     pd.testing.assert_series_equal(paper_rows["p_adjusted"], before["p_adjusted"])
 
 
+def test_an_own_variant_at_a_paper_position_is_compared_with_the_papers_diffusion_there(
+    tmp_path: Path,
+) -> None:
+    """An own operator at After Embedding's point (runs.csv's own_position), 3 pp above the paper's
+    diffusion there on ListOps and equal to it on Text: per task, a claim against the baseline and one
+    against the paper's diffusion at that position, in that order; it beats the paper's on ListOps only.
+    An own variant at several points (no single position) has no such claim."""
+    runs = paper_runs()
+    at = runs[
+        (runs["variant"] == "after_embedding")
+        & (runs["scale"] == "h1")
+        & runs["task"].isin(["listops", "text"])
+    ]
+    mine = at.assign(variant="smooth_embed", own_variant=True, own_position="after_embedding")
+    mine.loc[mine["task"] == "listops", "test_accuracy"] += 0.03
+    on_text = mine["task"] == "text"
+    mine.loc[on_text, "test_accuracy"] += np.linspace(-0.004, 0.004, on_text.sum())  # equal, give or take
+    spread = at.assign(variant="spread_out", own_variant=True, own_position=None)
+    claims = judged(tmp_path, pd.concat([runs, mine, spread]))
+    own = claims[claims["family"] == "own"]
+    mine_ids = [i for i in own.index if "smooth_embed" in i]
+    assert mine_ids == [
+        "table11_sign_smooth_embed_listops",
+        "own_smooth_embed_vs_after_embedding_listops",
+        "table11_sign_smooth_embed_text",
+        "own_smooth_embed_vs_after_embedding_text",
+    ]
+    versus = own.loc["own_smooth_embed_vs_after_embedding_listops"]
+    assert versus["effect"] == pytest.approx(0.03) and versus["verdict"] == "reproduced"
+    assert "beats the paper's diffusion at its position (After Embedding) on ListOps" in versus["claim"]
+    assert own.loc["own_smooth_embed_vs_after_embedding_text", "verdict"] == "inconclusive"
+    assert [i for i in own.index if "spread_out" in i] == [
+        "table11_sign_spread_out_listops",
+        "table11_sign_spread_out_text",
+    ]
+
+
 # ----------------------------------------------------------------------------------------------------------
 # Real noise (issue: verdicts that survive real LRA noise), each case as a user meets it
 # ----------------------------------------------------------------------------------------------------------

@@ -128,6 +128,27 @@ POSITIONS = (
     "after_attention",
 )
 
+# Where each position inserts the paper's operator: its insertion points (pdelra.nn.model's VARIANTS rows,
+# which check that they agree). A config's own variant whose operators sit at exactly one position's points
+# is compared with the paper's diffusion there (`position_of`).
+POSITION_POINTS: dict[str, tuple[str, ...]] = {
+    "after_embedding": ("embedding",),
+    "after_mlp": ("mlp_output",),
+    "between_layers": ("between_blocks",),
+    "before_layernorm": ("attn_input", "mlp_input"),
+    "in_attention": ("attn_values",),
+    "across_heads": ("attn_heads",),
+    "after_attention": ("attn_output",),
+}
+
+
+def position_of(operator_keys: Iterable[str]) -> str | None:
+    """The paper's position whose insertion points are exactly those of a config variant's operator keys (a
+    key is a point, or a position meaning its points); None when they match no single position."""
+    points = {point for key in operator_keys for point in POSITION_POINTS.get(key, (key,))}
+    return next((p for p, at in POSITION_POINTS.items() if set(at) == points), None)
+
+
 # Table 4 (§3.3): the ranking the theory predicts before any experiment, 1 = best.
 TABLE4_PREDICTED_RANK: dict[str, int] = {v: i + 1 for i, v in enumerate(POSITIONS)}
 

@@ -63,6 +63,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from pdelra import paper
 from pdelra.importing import import_callable
 from pdelra.nn.config import ModelFields
 from pdelra.nn.cta_official import OFFICIAL_VARIANTS, OfficialEncoder, PDERefinement
@@ -237,6 +238,9 @@ def _check_variants() -> None:
     for variant, row in VARIANTS.items():
         if not set(row) <= set(POINTS):
             raise ValueError(f"VARIANTS[{variant!r}] names unknown insertion points {set(row) - set(POINTS)}")
+    for position, points in paper.POSITION_POINTS.items():  # the paper's positions, as the results read them
+        if set(VARIANTS[position]) != set(points):
+            raise ValueError(f"VARIANTS[{position!r}] acts at {set(VARIANTS[position])}, not {set(points)}")
 
 
 _check_variants()

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pdelra import paper
 from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
 from pdelra.results.build import AGGREGATE_TABLES, DERIVED_TABLES, derived_tables, read_inputs, read_table
@@ -71,6 +72,7 @@ RUN_COLUMNS = (
     *RUN_KEYS,
     "status",
     "own_variant",
+    "own_position",
     "test_accuracy",
     "n_test",
     "best_val_accuracy",
@@ -170,6 +172,7 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     row.update(
         status=metrics.get("status") or COMPLETED,
         own_variant=_own_variant(metrics.get("run_config")),
+        own_position=_own_position(metrics.get("run_config")),
         test_accuracy=metrics.get("test_accuracy"),
         n_test=metrics.get("n_test"),
         best_val_accuracy=metrics.get("best_val_accuracy"),
@@ -198,10 +201,23 @@ def _read(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return row, _alpha_rows(metrics, row)
 
 
+def _operators(run_config: Any) -> dict[str, Any]:
+    """The run config's `model.operators` (a config variant's {key: operator}); {} for a built-in one."""
+    model = run_config.get("model") if isinstance(run_config, dict) else None
+    operators = model.get("operators") if isinstance(model, dict) else None
+    return operators if isinstance(operators, dict) else {}
+
+
 def _own_variant(run_config: Any) -> bool:
     """Whether the run is of a variant declared in the config (`variants:`): its model names operators."""
-    model = run_config.get("model") if isinstance(run_config, dict) else None
-    return bool(isinstance(model, dict) and model.get("operators"))
+    return bool(_operators(run_config))
+
+
+def _own_position(run_config: Any) -> str | None:
+    """The paper's position whose insertion points a config variant's operators occupy (paper.position_of),
+    where its claims compare it with the paper's diffusion; None for a built-in variant or several points."""
+    operators = _operators(run_config)
+    return paper.position_of(operators) if operators else None
 
 
 def _config_fields(run_config: Any) -> dict[str, Any]:
