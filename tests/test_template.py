@@ -335,10 +335,14 @@ def test_a_variant_declared_in_the_config_runs_through_the_dag_to_the_report(
     # The claims that concern positions: our own variant against the baseline, in its own family.
     claims = pd.read_csv(results / "tables" / "claims.csv").set_index("claim_id")
     own_claims = claims[claims["family"] == "own"]  # the tiny grid's two tasks: no LRA-average claim
-    assert set(own_claims.index) == {f"table11_sign_{OWN}_listops", f"table11_sign_{OWN}_retrieval"}
+    assert list(own_claims.index) == [  # per task: against the baseline, then the paper's After Embedding
+        f"{prefix}_{task}"
+        for task in ("listops", "retrieval")
+        for prefix in (f"table11_sign_{OWN}", f"own_{OWN}_vs_after_embedding")
+    ]
     assert (own_claims["verdict"] != "not run").all()
     report_tables = results / "report" / "tables"
-    for name in ("table10", "table6", "table4_ranking", "table11"):
+    for name in ("table10", "table6", "table4_ranking", "table11", "table14", "table15"):
         assert OWN in (report_tables / f"{name}.csv").read_text(), name
 
     # Provenance counts the variants the tables show.
@@ -356,7 +360,11 @@ def test_a_variant_declared_in_the_config_runs_through_the_dag_to_the_report(
 
     # Both pages name it; the position figures draw it (drawn again here from the same tables).
     report = results / "report"
-    assert OWN in (report / "index.html").read_text()
+    index = (report / "index.html").read_text()
+    assert (
+        index.index("<h2>Your variants</h2>") < index.index('id="own-claims"') < index.index("Verdicts</h2>")
+    )
+    assert f"own_{OWN}_vs_after_embedding_listops" in index
     assert (report / "report.html").read_text().count(OWN) >= 5
     artifacts = {a["name"] for a in json.loads((report / "artifacts.json").read_text())["artifacts"]}
     assert {"figure6_per_task", "figure7_heatmap"} <= artifacts  # Figure 3 needs all five tasks

@@ -1186,7 +1186,9 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
 
 
 def headline(claims: pd.DataFrame) -> pd.DataFrame:
-    """The rows a reader sees first: all but the per-cell Table 11 signs (the paper's and an own variant's),
-    related systems and diagnostics."""
+    """The paper's claims a reader sees first: all but the per-cell Table 11 signs, related systems,
+    diagnostics and a config's own variants (which the pages show apart, before these)."""
     signs = claims["claim_id"].astype(str).str.startswith("table11_sign_")
-    return claims[~claims["family"].isin(["table11", "cta", "cta_official", "lm", "diagnostics"]) & ~signs]
+    return claims[
+        ~claims["family"].isin(["table11", "cta", "cta_official", "lm", "diagnostics", "own"]) & ~signs
+    ]

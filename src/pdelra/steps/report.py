@@ -28,11 +28,12 @@ from pdelra import paper
 from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
 from pdelra.reporting.banner import banner_html
+from pdelra.reporting.claims_html import OWN_INTRO, claims_table_html, not_run_line, own_rows
 from pdelra.reporting.io import read_artifacts
 from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 from pdelra.reporting.style import VERDICT_COLOURS
 from pdelra.results.build import AGGREGATE_TABLES, read_table
-from pdelra.results.claims import headline, what_would_decide
+from pdelra.results.claims import headline
 from pdelra.results.verdict_rule import VERDICT_RULE
 from pdelra.runs import find_run_files
 from pdelra.steps.aggregate import aggregate
@@ -96,49 +97,33 @@ def _markdown_bold(text: str) -> str:
 
 
 def _claims_html(claims_csv: Path) -> str:
-    """The verdict counts and the headline claims with direction and size (Table 11's per-cell signs, the
-    related systems and the diagnostics summarised in one line each)."""
+    """The verdict counts; a config's own variants' claims first, when it has some; the paper's headline
+    claims that ran with direction and size, those that did not in one line; Table 11's per-cell signs,
+    the related systems and the diagnostics summarised in one line each."""
     import pandas as pd
 
     if not claims_csv.is_file():
-        return "<p><em>No claims table (claims.csv) was written.</em></p>"
+        return "<h2>Verdicts</h2><p><em>No claims table (claims.csv) was written.</em></p>"
     claims = pd.read_csv(claims_csv, keep_default_na=False, na_values=[""])
     counts = claims["verdict"].value_counts()
     badges = " ".join(
         f'<span class="badge" style="background:{colour}">{counts.get(v, 0)} {html.escape(v)}</span>'
         for v, colour in VERDICT_COLOURS.items()
     )
+    own = own_rows(claims)
+    yours = (
+        f"<h2>Your variants</h2><p>{_markdown_bold(OWN_INTRO)}</p>{claims_table_html(own, 'own-claims')}"
+        if len(own)
+        else ""
+    )
     head = headline(claims)
-
-    def num(x: float) -> str:
-        return "—" if pd.isna(x) else (f"{x:+.4f}" if abs(x) < 1 else f"{x:+.2f}")
-
-    def text(x: object) -> str:
-        return "" if pd.isna(x) else html.escape(str(x))
-
-    rows = []
-    for _, c in head.iterrows():
-        ci = "—" if pd.isna(c["ci_low"]) else f"[{num(c['ci_low'])}, {num(c['ci_high'])}]"
-        colour = VERDICT_COLOURS.get(c["verdict"], "#fff")
-        unadjusted = (
-            ""
-            if c["verdict_unadjusted"] == c["verdict"]
-            else f" ({text(c['verdict_unadjusted'])} unadjusted)"
-        )
-        rows.append(
-            f"<tr><td><code>{html.escape(c['claim_id'])}</code></td><td>{html.escape(str(c['claim']))}</td>"
-            f'<td class="n">{num(c["paper_effect"])}</td><td class="n">{num(c["effect"])}</td>'
-            f'<td class="n">{ci}</td><td>{text(c["unit"])}</td><td class="n">{int(c["n"])}</td>'
-            f'<td style="background:{colour}"><strong>{html.escape(c["verdict"])}</strong>{unadjusted}</td>'
-            f'<td class="size">{text(c["size"]) or "—"}</td><td>{html.escape(what_would_decide(c))}</td></tr>'
-        )
+    ran = head[head["verdict"] != "not run"]
     lines = []
     for family, label in (
         ("table11", "Table 11, sign of each position's gain over the baseline per task"),
         ("cta", "Continuous-Time Attention (our reading of its abstract)"),
         ("cta_official", "Continuous-Time Attention's own experiments"),
         ("lm", "PhysQK-AD's language model"),
-        ("own", "your own variants against the baseline"),
         ("diagnostics", "the mechanism diagnostics"),
     ):
         part = claims[claims["family"] == family]
@@ -146,12 +131,11 @@ def _claims_html(claims_csv: Path) -> str:
             words = ", ".join(f"{n} {html.escape(v)}" for v, n in part["verdict"].value_counts().items())
             lines.append(f"<li>{label} ({len(part)} claims, Holm within the family): {words}</li>")
     others = f"<ul>{''.join(lines)}</ul>" if lines else ""
-    return f"""<p class="badges">{len(claims)} claims: {badges}</p>
-<table id="claims"><thead><tr><th>claim</th><th>statement</th><th>paper</th><th>ours</th><th>95 % CI</th>
-<th>unit</th><th>n</th><th>verdict (direction)</th><th>size</th><th>what would decide it</th></tr>
-</thead><tbody>
-{"".join(rows)}
-</tbody></table>
+    return f"""{yours}
+<h2>Verdicts</h2>
+<p class="badges">{len(claims)} claims: {badges}</p>
+{claims_table_html(ran, "claims") if len(ran) else ""}
+{not_run_line(head)}
 {others}
 <p class="rule">{_markdown_bold(VERDICT_RULE)} Every claim with its method, p-values and details:
 <a href="tables/claims.csv">tables/claims.csv</a>.</p>"""
@@ -241,7 +225,6 @@ figure{{margin:0}} figure img{{width:100%;border:1px solid #ddd}} figcaption{{fo
 beside ours, provenance, deviations) · <a href="report.ipynb">executed notebook</a> · every table for a paper:
 {_paper_tables_links(report_dir)}</p>
 {note}
-<h2>Verdicts</h2>
 {_claims_html(report_dir / "tables" / "claims.csv")}
 {_artifacts_html(report_dir)}
 </body></html>

@@ -8,30 +8,17 @@ from typing import TYPE_CHECKING
 
 from pdelra import paper
 from pdelra.reporting import style
+from pdelra.reporting.claims_html import OWN_INTRO, claims_table_html, effect_ci, not_run_line, own_rows
 from pdelra.reporting.display import say
 from pdelra.reporting.io import save_table, show_figure
 from pdelra.reporting.sections import Report
-from pdelra.results.claims import CLAIM_COLUMNS, VERDICTS, headline, what_would_decide
+from pdelra.results.claims import CLAIM_COLUMNS, VERDICTS, headline
 from pdelra.results.verdict_rule import VERDICT_RULE
 
 if TYPE_CHECKING:
     import pandas as pd
 
 SIGN_PREFIX = "table11_sign_"
-# The headline table's header: claim_id, claim, paper_effect, effect [ci_low, ci_high], unit, n, verdict,
-# size, p_adjusted of claims.csv, and what would decide an undecided claim (from its power columns).
-HEADLINE_HEADER = (
-    "claim",
-    "statement",
-    "paper",
-    "ours [95 % CI]",
-    "unit",
-    "n",
-    "verdict",
-    "size",
-    "p (adjusted)",
-    "what would decide it",
-)
 
 
 def render(report: Report) -> None:
@@ -51,10 +38,18 @@ def render(report: Report) -> None:
     counts = table["verdict"].value_counts()
     say(f"{len(table)} claims: " + ", ".join(f"**{counts.get(v, 0)}** {v}" for v in VERDICTS) + ".")
     say(VERDICT_RULE)
-    head = headline(table)
     from IPython.display import HTML, display
 
-    display(HTML(_claims_html(head)))
+    own = own_rows(table)
+    if len(own):
+        say(OWN_INTRO)
+        display(HTML(claims_table_html(own, "own-claims")))
+    head = headline(table)
+    ran_head = head[head["verdict"] != "not run"]
+    if len(ran_head):
+        display(HTML(claims_table_html(ran_head)))
+    if folded := not_run_line(head):
+        display(HTML(folded))
     # The headline accuracy claims that ran; a study whose headline cannot run yet (one task) shows its
     # Table 11 signs instead. Claims that did not run have no effect to draw.
     ran = head[(head["unit"] == "accuracy") & (head["verdict"] != "not run")]
@@ -83,7 +78,7 @@ def _printed(table: pd.DataFrame) -> pd.DataFrame:
             f"{c['claim']} ({c['source']})" if isinstance(c["source"], str) else c["claim"],
             c["unit"],
             style.effect(c["paper_effect"]),
-            _effect_ci(c),
+            effect_ci(c),
             style.number(c["n"], "{:.0f}"),
             c["verdict"],
             c["size"] if isinstance(c["size"], str) else style.MISSING,
@@ -92,38 +87,6 @@ def _printed(table: pd.DataFrame) -> pd.DataFrame:
         for _, c in table.iterrows()
     ]
     return pd.DataFrame(rows, columns=list(PRINTED_HEADER))
-
-
-def _claims_html(head: pd.DataFrame) -> str:
-    """The headline claims as an HTML table, the verdict cell in its colour."""
-    rows = []
-    for _, c in head.iterrows():
-        cells = [
-            f"<td><code>{html.escape(str(c['claim_id']))}</code></td>",
-            f"<td>{html.escape(str(c['claim']))}</td>",
-            f'<td style="text-align:right">{style.effect(c["paper_effect"])}</td>',
-            f'<td style="text-align:right">{_effect_ci(c)}</td>',
-            f"<td>{html.escape(str(c['unit']))}</td>",
-            f'<td style="text-align:right">{int(c["n"])}</td>',
-            f'<td style="background:{style.verdict_colour(c["verdict"])};font-weight:bold">'
-            f"{html.escape(str(c['verdict']))}</td>",
-            f"<td>{html.escape(str(c['size'])) if isinstance(c['size'], str) else style.MISSING}</td>",
-            f'<td style="text-align:right">{style.number(c["p_adjusted"], "{:.3g}")}</td>',
-            f"<td>{html.escape(what_would_decide(c))}</td>",
-        ]
-        rows.append("<tr>" + "".join(cells) + "</tr>")
-    head_row = "".join(f"<th>{html.escape(label)}</th>" for label in HEADLINE_HEADER)
-    return f'<table class="claims"><thead><tr>{head_row}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
-
-
-def _effect_ci(claim: pd.Series) -> str:
-    if style.missing(claim["effect"]):
-        return style.MISSING
-    if style.missing(claim["ci_low"]):
-        return style.effect(claim["effect"])
-    return (
-        f"{style.effect(claim['effect'])} [{style.effect(claim['ci_low'])}, {style.effect(claim['ci_high'])}]"
-    )
 
 
 def _forest_plot(report: Report, acc: pd.DataFrame) -> None:

@@ -1,0 +1,98 @@
+"""The one renderer of claims as HTML, for both pages (index.html and the report's claims section): a
+config's own variants' claims, the paper's headline claims that ran, and one line for those that did not.
+Light to import (no pandas at import): the landing page is written without the notebook's libraries."""
+
+from __future__ import annotations
+
+import html
+from typing import TYPE_CHECKING
+
+from pdelra.reporting import style
+from pdelra.results.catalogue.own import FAMILY as OWN_FAMILY
+from pdelra.results.claims import what_would_decide
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+NUMERIC = "text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums"
+# The headline table's header: claim_id, claim, paper_effect, effect [ci_low, ci_high], unit, n, verdict,
+# size, p_adjusted of claims.csv, and what would decide an undecided claim (from its power columns).
+HEADLINE_HEADER = (
+    "claim",
+    "statement",
+    "paper",
+    "ours [95 % CI]",
+    "unit",
+    "n",
+    "verdict",
+    "size",
+    "p (adjusted)",
+    "what would decide it",
+)
+
+
+def claims_table_html(rows: pd.DataFrame, table_id: str = "") -> str:
+    """Claims as an HTML table, the verdict cell in its colour (with the unadjusted word when Holm changed
+    it) and what would decide an undecided one: the one renderer of claims for both pages. The paper's and
+    the size columns are left out when no row has a paper value (a config's own variants)."""
+    paper_side = rows["paper_effect"].notna().any()
+    header = [h for h in HEADLINE_HEADER if paper_side or h not in ("paper", "size")]
+    body = []
+    for _, c in rows.iterrows():
+        verdict = html.escape(str(c["verdict"]))
+        if c["verdict_unadjusted"] != c["verdict"]:
+            verdict += f" ({html.escape(str(c['verdict_unadjusted']))} unadjusted)"
+        cells = [
+            f"<td><code>{html.escape(str(c['claim_id']))}</code></td>",
+            f"<td>{html.escape(str(c['claim']))}</td>",
+            *([f'<td style="{NUMERIC}">{style.effect(c["paper_effect"])}</td>'] if paper_side else []),
+            f'<td style="{NUMERIC}">{effect_ci(c)}</td>',
+            f"<td>{html.escape(str(c['unit']))}</td>",
+            f'<td style="{NUMERIC}">{style.number(c["n"], "{:.0f}")}</td>',
+            f'<td style="background:{style.verdict_colour(c["verdict"])};font-weight:bold">{verdict}</td>',
+            *([f"<td>{html.escape(c['size']) if isinstance(c['size'], str) else style.MISSING}</td>"]
+              if paper_side else []),
+            f'<td style="{NUMERIC}">{style.number(c["p_adjusted"], "{:.3g}")}</td>',
+            f"<td>{html.escape(what_would_decide(c))}</td>",
+        ]  # fmt: skip
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    head_row = "".join(f"<th>{html.escape(label)}</th>" for label in header)
+    where = f' id="{table_id}"' if table_id else ""
+    table = f'<table class="claims"{where}><thead><tr>{head_row}</tr></thead>'
+    return f"{table}<tbody>{''.join(body)}</tbody></table>"
+
+
+OWN_INTRO = (
+    "**Your variants**: each against the baseline and against the paper's diffusion at the position its "
+    "operators occupy (where that ran), per task, with our 95 % interval over seeds, the verdict "
+    "(Holm-adjusted within your variants' claims) and what would decide an undecided one."
+)
+
+
+def own_rows(claims: pd.DataFrame) -> pd.DataFrame:
+    """A config's own variants' claims (family `own`), in the order they were made: per task, against the
+    baseline, then against the paper's diffusion at the same position."""
+    return claims[claims["family"] == OWN_FAMILY]
+
+
+def not_run_line(rows: pd.DataFrame) -> str:
+    """The claims among `rows` that did not run, folded into one line of HTML ('' when every one ran)."""
+    missing = rows[rows["verdict"] == "not run"]
+    if missing.empty:
+        return ""
+    ids = ", ".join(f"<code>{html.escape(str(i))}</code>" for i in missing["claim_id"])
+    return (
+        f"<p>{len(missing)} of the paper's headline claims did not run (a configuration they compare has no "
+        f"run in this experiment): {ids}.</p>"
+    )
+
+
+def effect_ci(claim: pd.Series) -> str:
+    """Our effect with its 95 % interval, as the tables print it."""
+    if style.missing(claim["effect"]):
+        return style.MISSING
+    if style.missing(claim["ci_low"]):
+        return style.effect(claim["effect"])
+    return (
+        f"{style.effect(claim['effect'])} [{style.effect(claim['ci_low'])}, {style.effect(claim['ci_high'])}]"
+    )
