@@ -5,17 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from conftest import REPO
+from test_claims_cases import judged
 from test_claims_reach import draw_runs, paper_truth
 
+from pdelra import paper
 from pdelra.cli import main
 from pdelra.results import seeds
 
 
 def test_without_a_pilot_the_spread_is_table_15s() -> None:
-    table = seeds.seeds_table().set_index("claim_id")
+    plan = seeds.seeds_table()
+    assert plan.unplanned == []  # the paper's grids run every claim
+    table = plan.table.set_index("claim_id")
     assert set(table["spread_from"]) == {"Table 15"}
     assert pytest.approx(0.0043, abs=5e-4) == seeds.TABLE15_SD
     # Primary claims: 2–3 seeds at the paper's spread; Holm's planned levels inside each family.
@@ -28,7 +33,7 @@ def test_a_noisier_pilot_asks_for_more_seeds_as_the_simulation_finds() -> None:
     """A pilot with 1 pp per-run noise: multi-scale needs about 13 seeds (simulated: 33 % reproduced at 5
     seeds, median seeds needed 11, tests/test_claims_reach.py); After Embedding's +4 pp still 2."""
     pilot = draw_runs(paper_truth, np.random.default_rng(3), 5, 0.01)
-    table = seeds.seeds_table(pilot).set_index("claim_id")
+    table = seeds.seeds_table(pilot).table.set_index("claim_id")
     # The spread of the task's main grid (the baseline and seven positions); multi-scale cells have their own.
     assert table.loc["multiscale_gain", "spread_from"].startswith("pilot (8 cells × 5 seeds)")
     assert 9 <= table.loc["multiscale_gain", "seeds_for_80"] <= 16
@@ -45,8 +50,117 @@ def test_plan_power_prints_seeds_and_their_cost(tmp_path: Path, capsys: pytest.C
     args = ["plan", str(path), "--no-calibration", "--results", str(tmp_path / "none"), "--power"]
     assert main([*args, "--tables", str(pilot)]) == 0
     printed = capsys.readouterr().out
-    assert "seeds each claim needs for 80 % power at the paper's effect" in printed
+    assert "seeds each claim of this config needs for 80 % power at the paper's effect" in printed
     assert "after_embedding_gain" in printed and "pilot (8 cells × 3 seeds)" in printed
     assert "what seed counts buy" in printed and "primary claims at 80 % power" in printed
     assert main([*args[:-1], "--tables", str(pilot)]) == 1  # --tables alone: one line, no traceback
     assert main([*args, "--tables", str(tmp_path)]) == 1  # no runs.csv there
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Your own study: the claims of the config's cells, the pilot's spread, the price of a seed
+
+OWN_STUDY = {
+    "variants": {
+        "conv_embed": {"after_embedding": {"operator": "examples.myops:MovingAverage"}},
+        "conv_two": {"embedding": {"operator": "examples.myops:MovingAverage"},
+                     "mlp_output": {"operator": "examples.myops:MovingAverage"}},
+    },
+    "grids": {"mine": {"tasks": ["listops"], "scales": ["h1"], "seeds": [0, 1, 2],
+                       "variants": ["none", "after_embedding", "conv_embed", "conv_two"]}},
+    "run_grids": ["mine"],
+}  # fmt: skip
+
+
+def _own_plan(pilot: pd.DataFrame | None = None) -> seeds.PowerPlan:
+    from pdelra.planning.experiment import lra_runs
+
+    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text()) | OWN_STUDY
+    cells = {run[:4] for run in lra_runs(config)}
+    return seeds.seeds_table(pilot, 3, cells, seeds.own_positions(config))
+
+
+def _own_pilot(seeds_: int, sd: float, gain: float) -> pd.DataFrame:
+    """A pilot of the own study: conv_embed `gain` above the baseline, the others at it, per-run noise sd."""
+    rng = np.random.default_rng(5)
+    rows = []
+    for seed in range(seeds_):
+        base = 0.37 + rng.normal(0, 0.01)  # the seed's effect, shared by its cells
+        for variant, mean in (("none", 0), ("after_embedding", 0.0), ("conv_embed", gain), ("conv_two", 0)):
+            rows.append(
+                {
+                    "task": "listops",
+                    "variant": variant,
+                    "scale": "h1",
+                    "setting": "base",
+                    "seed": seed,
+                    "status": "completed",
+                    "test_accuracy": base + mean + rng.normal(0, sd),
+                    "n_test": 2000,
+                    "own_variant": variant.startswith("conv"),
+                    "own_position": "after_embedding" if variant == "conv_embed" else None,
+                }
+            )
+    return pd.DataFrame(rows)  # fmt: skip
+
+
+def test_an_own_study_plans_its_own_claims_and_folds_the_papers() -> None:
+    """Only the config's cells are planned: the own variants against the baseline (and conv_embed against the
+    paper's After Embedding, which runs too), and the paper's one claim on these cells (After Embedding's
+    ListOps sign); the other 43 are named as not planned. Without a pilot an own variant is assumed to do
+    what the paper's diffusion does at its position: conv_embed aims at After Embedding's gain, conv_two
+    (no single position) at 0, so it gets no seeds but the smallest effect its 3 seeds detect."""
+    plan = _own_plan()
+    table = plan.table.set_index("claim_id")
+    assert list(table.index) == [
+        "table11_sign_after_embedding_listops",
+        "table11_sign_conv_embed_listops",
+        "own_conv_embed_vs_after_embedding_listops",
+        "table11_sign_conv_two_listops",
+    ]
+    assert len(plan.unplanned) == 43 and "after_embedding_gain" in plan.unplanned
+    gain = paper.TABLE10["after_embedding"]["listops"] - paper.TABLE10["none"]["listops"]
+    assert table.loc["table11_sign_conv_embed_listops", "effect_aimed_at"] == pytest.approx(gain)
+    assert table.loc["table11_sign_conv_embed_listops", "seeds_for_80"] >= 2
+    mine = table.loc["table11_sign_conv_two_listops"]
+    assert mine["effect_aimed_at"] == 0 and np.isnan(mine["seeds_for_80"]) and np.isnan(mine["power_at_3"])
+    assert 0 < mine["detectable_at_3"] < 0.05
+    assert set(table["spread_from"]) == {"Table 15"}
+
+
+def test_an_own_studys_pilot_spread_is_used_and_agrees_with_the_claims_table(tmp_path: Path) -> None:
+    """A 3-seed pilot with 1 pp per-run noise: every own claim's spread is the pilot's own (not Table 15's
+    0.43 pp), and conv_embed's seeds for its observed gain are the claims table's (at the same Holm
+    level, computed the same way; the plan once said 2 where the claims said 129). A 1-seed pilot cannot
+    give one, and the row says why."""
+    pilot = _own_pilot(3, 0.01, 0.01)
+    table = _own_plan(pilot).table.set_index("claim_id")
+    own = table[table["family"] == "own"]
+    assert own["spread_from"].str.startswith("pilot (this comparison, 3 seeds)").all()
+    assert (own["sd_per_seed"] > 2 * seeds.TABLE15_SD).all()
+    claims = judged(tmp_path, pilot)
+    row = claims.loc["table11_sign_conv_embed_listops"]
+    ours = table.loc["table11_sign_conv_embed_listops"]
+    assert ours["effect_aimed_at"] == pytest.approx(row["effect"])
+    assert ours["level"] == pytest.approx(row["power_level"], abs=1e-6)  # the family's order is the same here
+    assert ours["seeds_for_80"] == row["seeds_needed"] == 6
+    one = _own_plan(_own_pilot(1, 0.01, 0.01)).table.set_index("claim_id")
+    assert one.loc["table11_sign_conv_embed_listops", "spread_from"] == (
+        "Table 15 (the pilot: 1 usable seed(s), a spread needs 2)"
+    )
+
+
+def test_plan_power_prices_extra_seeds_from_the_plan_even_when_small(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A CPU study whose runs took 57 s in all: 3 seeds cost 0.0159 device-hours, not "0" (the plan's total,
+    finished runs included, per seed of the config); the paper's claims it does not run are one line."""
+    from pdelra.planning.plan import print_power
+
+    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text()) | OWN_STUDY
+    print_power(config, {"tasks": [{"rule": "train", "task": "listops", "device_hours": 0.0159}]}, None)
+    printed = capsys.readouterr().out
+    assert "what seed counts buy (device-hours: this plan's 0.0159 h of LRA training / 3 seed(s))" in printed
+    row = next(line.split() for line in printed.splitlines() if line.split()[:1] == ["5"])
+    assert row[-1] == "0.0265"  # 5 seeds at 0.0053 h each
+    assert "43 of the paper's claims compare cells this config does not run: after_embedding_gain" in printed

@@ -165,9 +165,11 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--power",
         action="store_true",
-        help="also: the seeds each paper claim needs for 80 %% power at the paper's effect (at its planned "
-        "Holm level), from a pilot's spread (--tables) or the paper's Table 15, and what 3-20 seeds cost in "
-        "GPU-hours of the LRA training jobs (pdelra.results.seeds)",
+        help="also: the seeds each claim of the config needs for 80 %% power at its planned Holm level "
+        "(the paper's claims on the cells the config runs, at the paper's effect; your own variants', at "
+        "the effect of the paper's diffusion at their position or the pilot's; the rest listed as not "
+        "planned), the smallest effect the config's seeds detect, and what 3-20 seeds cost in device-hours "
+        "of the plan's LRA training jobs, finished ones included (pdelra.results.seeds)",
     )
     parser.add_argument(
         "--tables",
@@ -175,6 +177,6 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="PILOT",
         help="with --power: a pilot's tables folder (its runs.csv): each task's run-to-run spread from its "
-        "runs (the mean of its main grid's cell variances, where three cells or more have one), else "
-        "Table 15's",
+        "runs (the mean of its main grid's cell variances, where three cells or more have one), else Table "
+        "15's; your own variants' comparisons take the pilot's own spread of each, or the table says why not",
     )

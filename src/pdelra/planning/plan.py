@@ -840,7 +840,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def print_power(config: Mapping[str, Any], plan: Mapping[str, Any], pilot: Path | None) -> None:
-    """The seeds each paper claim needs and what seed counts cost (`pdelra.results.seeds`)."""
+    """The seeds each claim of the config needs (the paper's claims on the cells it runs, and its own
+    variants'; `pdelra.results.seeds`) and what seed counts cost, priced from the plan."""
     import pandas as pd
 
     runs = None
@@ -849,23 +850,54 @@ def print_power(config: Mapping[str, Any], plan: Mapping[str, Any], pilot: Path 
         if not runs_csv.is_file():
             raise PlanError(f"{runs_csv}: no runs table; give --tables a folder `pdelra aggregate` wrote")
         runs = pd.read_csv(runs_csv)
-    n_seeds = len({run[4] for run in experiment.lra_runs(config)}) or 1
+    planned = experiment.lra_runs(config)
+    n_seeds = len({run[4] for run in planned}) or 1
+    cells = {run[:4] for run in planned}
+    table, unplanned = seeds.seeds_table(runs, n_seeds, cells, seeds.own_positions(config))
+    # Priced from the plan: every LRA training job's estimate, finished or not (an extra seed costs what one
+    # ran or is expected to), per seed of the config.
     lra_hours = sum(t["device_hours"] for t in plan["tasks"] if t["rule"] in LRA_RULES)
     hours_per_seed = lra_hours / n_seeds if lra_hours else None
-    table = seeds.seeds_table(runs, seeds=n_seeds)
-    shown = table.assign(
-        paper_effect=table["paper_effect"].map(lambda x: f"{x:+.4f}"),
-        sd_per_seed=table["sd_per_seed"].map(lambda x: f"{x:.4f}"),
-        level=table["level"].map(lambda x: f"{x:.4f}"),
-        **{f"power_at_{n_seeds}": table[f"power_at_{n_seeds}"].map(lambda x: f"{x:.0%}")},
-        seeds_for_80=table["seeds_for_80"].map(lambda x: ">200" if pd.isna(x) else f"{int(x)}"),
+    where = "at the paper's effect, or for your own variants the one assumed or the pilot's"
+    print(f"\nseeds each claim of this config needs for 80 % power {where} ({n_seeds} in this config):")
+    if table.empty:
+        print("  none: the config runs no cell a claim compares")
+    else:
+        print(_power_shown(table, n_seeds).to_string(index=False))
+    if unplanned:
+        print(f"\n{len(unplanned)} of the paper's claims compare cells this config does not run: "
+              f"{', '.join(unplanned)}")  # fmt: skip
+    if table.empty:
+        return
+    unit = (
+        "GPU-hours"
+        if any(_task_gpus(config, t["task"]) for t in plan["tasks"] if t["rule"] in LRA_RULES)
+        else "device-hours"
     )
-    print(f"\nseeds each claim needs for 80 % power at the paper's effect ({n_seeds} in this config):")
-    print(shown.to_string(index=False))
-    choices = seeds.choices(table, hours_per_seed)
-    choices["GPU-hours (training)"] = choices["GPU-hours (training)"].map(
-        lambda x: "—" if pd.isna(x) else f"{x:,.0f}"
+    choices = seeds.choices(table, hours_per_seed, unit=unit)
+    choices[f"{unit} (training)"] = choices[f"{unit} (training)"].map(
+        lambda x: "—" if pd.isna(x) else _hours(x)
     )
-    what = f"this plan's {lra_hours:,.0f} h of LRA training / {n_seeds} seeds"
-    print(f"\nwhat seed counts buy (GPU-hours: {what}):")
+    what = f"this plan's {_hours(lra_hours)} h of LRA training / {n_seeds} seed(s)"
+    print(f"\nwhat seed counts buy ({unit}: {what}):")
     print(choices.to_string(index=False))
+
+
+def _power_shown(table: Any, n_seeds: int) -> Any:
+    """The power table as printed: effects and spreads in accuracy units, powers in percent."""
+    import pandas as pd
+
+    def number(spec: str) -> Any:
+        return lambda x: "—" if pd.isna(x) else format(x, spec)
+
+    return table.assign(
+        effect_aimed_at=table["effect_aimed_at"].map(number("+.4f")),
+        sd_per_seed=table["sd_per_seed"].map(number(".4f")),
+        level=table["level"].map(number(".4f")),
+        **{f"power_at_{n_seeds}": table[f"power_at_{n_seeds}"].map(number(".0%"))},
+        seeds_for_80=[
+            ("—" if pd.isna(p) else ">200") if pd.isna(x) else f"{int(x)}"  # —: no effect to aim at
+            for x, p in zip(table["seeds_for_80"], table[f"power_at_{n_seeds}"], strict=True)
+        ],
+        **{f"detectable_at_{n_seeds}": table[f"detectable_at_{n_seeds}"].map(number(".4f"))},
+    )
