@@ -1,16 +1,20 @@
-"""What a new user meets off the happy path: jobs that run whatever the caller's PATH, a README snippet that
-runs as written, and a variant name refused with its rule in words."""
+"""What a new user meets off the happy path: jobs that run whatever the caller's PATH, docs whose snippets and
+commands run as written (the README's own-operator study end to end), and a variant name refused with its rule
+in words."""
 
 from __future__ import annotations
 
+import argparse
 import os
 import re
+import shlex
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 import yaml
-from conftest import REPO, make_workspace, snakemake_command, tool_env
+from conftest import REPO, git_dvc_project, make_workspace, snakemake_command, tool_env
 
 
 @pytest.mark.slow
@@ -127,3 +131,95 @@ def test_every_pattern_of_the_schema_has_its_rule_in_words() -> None:
         return set()
 
     assert patterns(load_schema()) <= set(PATTERN_RULES)
+
+
+README_STUDY = "## Your own operator at the seven positions"
+
+
+@pytest.mark.slow
+def test_the_readme_own_operator_study_runs_as_written(tmp_path: Path) -> None:
+    """The README's own-operator study, copied out of it: its config as config/mine.yaml and its commands,
+    run one by one from the project root with the venv on PATH. The landing page leads with the variant
+    (against the baseline and the paper's After Embedding), and `plan --power` takes the pilot's own spread
+    of each of its comparisons and prices seeds from the plan (the study's own seconds, not 0)."""
+    text = (REPO / "README.md").read_text()
+    section = text[text.index(README_STUDY) :]
+    section = section[: section.index("\n## ")]
+    config = re.search(r"```yaml\n(.*?)```", section, re.S)
+    commands = re.search(r"```bash\n(.*?)```", section, re.S)
+    assert config and commands, "the README's own-operator study has its config and its commands"
+    project = git_dvc_project(make_workspace(tmp_path / "ws"))
+    shutil.copytree(REPO / "examples", project / "examples")
+    (project / "config" / "mine.yaml").write_text(config.group(1))
+    outputs = []
+    for line in commands.group(1).strip().splitlines():
+        command = line.split("#")[0].strip()
+        proc = subprocess.run(
+            ["bash", "-c", command], cwd=project, env=tool_env(), capture_output=True, text=True, timeout=600
+        )
+        assert proc.returncode == 0, f"{command}:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+        outputs.append(proc.stdout)
+
+    index = (project / "results" / "mine" / "report" / "index.html").read_text()
+    assert index.index("<h2>Your variants</h2>") < index.index("<h2>Verdicts</h2>")
+    assert "own_smooth_embed_vs_after_embedding_listops" in index
+    assert "of the paper's headline claims did not run" in index
+    planned = outputs[-1]
+    assert "table11_sign_smooth_embed_listops" in planned and "pilot (this comparison, 3 seeds)" in planned
+    assert "43 of the paper's claims compare cells this config does not run" in planned
+    priced = re.search(r"what seed counts buy \(device-hours: this plan's ([0-9.]+) h", planned)
+    assert priced and float(priced.group(1)) > 0
+
+
+DOCS = ("README.md", "config/README.md", "docs/interfaces.md")
+
+
+def _doc_commands(path: str) -> list[tuple[str, bool]]:
+    """Every `pdelra ...` command of a doc: (command, whether it is a full command line: one in a ```bash
+    block) — the others are inline code spans, often fragments."""
+    text = (REPO / path).read_text()
+    blocks = [line for block in re.findall(r"```bash\n(.*?)```", text, re.S) for line in block.splitlines()]
+    spans = re.findall(r"`([^`\n]*pdelra [^`\n]*)`", text)
+    commands = []
+    for line, full in [*((b, True) for b in blocks), *((s, False) for s in spans)]:
+        found = re.search(r"(?:^|\s|/)(pdelra [^#|;]*)", line.split(" #")[0])
+        if found and not re.match(r"pdelra (…|\.\.\.)", found.group(1)):  # `pdelra … @FILE`: any command
+            command = found.group(1).replace("…", "").replace("...", "").strip()
+            commands.append((command, full and "..." not in found.group(1)))
+    return commands
+
+
+def _subcommand(
+    parser: argparse.ArgumentParser, words: list[str]
+) -> tuple[argparse.ArgumentParser, list[str]]:
+    """The (sub)parser the leading words name, and the rest of the words."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and words and words[0] in action.choices:
+            return _subcommand(action.choices[words[0]], words[1:])
+    return parser, words
+
+
+@pytest.mark.parametrize("path", DOCS)
+def test_every_pdelra_command_in_the_docs_names_real_commands_and_flags(path: str) -> None:
+    """Each `pdelra` command a doc shows (a command line, or a fragment in prose such as `pdelra train
+    --device cuda`) names a real subcommand, and each of its --flags is one that subcommand takes: a renamed
+    flag or command fails here, not in a reader's shell. A full command line (one in a bash block) must
+    also parse as the CLI parses it."""
+    from pdelra.cli import build_parser
+
+    commands = _doc_commands(path)
+    assert commands, f"{path}: no pdelra command found"
+    for command, full in commands:
+        parser, rest = _subcommand(build_parser(), shlex.split(command)[1:])
+        assert parser.prog != "pdelra" or rest[:1] in ([], ["--help"]), (
+            f"{path}: `{command}`: no such command"
+        )
+        own = rest[: rest.index("--")] if "--" in rest else rest  # after `--`: another program's words
+        flags = {word.split("=")[0].strip("[]") for word in own if word.lstrip("[").startswith("--")}
+        unknown = flags - set(parser._option_string_actions)
+        assert not unknown, f"{path}: `{command}`: {parser.prog} has no {', '.join(sorted(unknown))}"
+        if full:
+            try:
+                build_parser().parse_args(shlex.split(command)[1:])
+            except SystemExit as exit_:
+                assert exit_.code == 0, f"{path}: `{command}` does not parse"

@@ -63,7 +63,7 @@ def claims_table_html(rows: pd.DataFrame, table_id: str = "") -> str:
 
 
 OWN_INTRO = (
-    "**Your variants**: each against the baseline and against the paper's diffusion at the position its "
+    "Each of your variants against the baseline and against the paper's diffusion at the position its "
     "operators occupy (where that ran), per task, with our 95 % interval over seeds, the verdict "
     "(Holm-adjusted within your variants' claims) and what would decide an undecided one."
 )

@@ -42,7 +42,7 @@ def render(report: Report) -> None:
 
     own = own_rows(table)
     if len(own):
-        say(OWN_INTRO)
+        say(f"**Your variants.** {OWN_INTRO}")
         display(HTML(claims_table_html(own, "own-claims")))
     head = headline(table)
     ran_head = head[head["verdict"] != "not run"]
