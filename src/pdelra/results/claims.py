@@ -84,9 +84,8 @@ all succeed have a joint power through the correlation their shared cells give. 
 claim with a smaller p was decided, so for a family's no-difference claims, decided last, it is optimistic.
 `pdelra plan --power` gives the same before any run, from a pilot or Table 15.
 
-Measured: the simulations of tests/test_claims_reach.py (constructed runs of the paper's grids; the truth
-set to the paper, the complete null, one noisier position, one failed run) hold every family's error rate and
-the power targets; their figures, with replications and Monte Carlo se, are in docs/measurements.md.
+The error rates and power these rules give are measured by simulation (tests/test_claims_reach.py,
+tests/test_claims_noise.py); the figures are in docs/measurements.md.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ Why t-based: with the paper's n = 5 seeds a percentile bootstrap has 126 distinc
 intervals under-cover (measured here: 5–7 % per direction where 2.5 % is nominal), and an exact sign-flip
 test cannot reject at all (its smallest two-sided p-value is 2/2⁵ = 0.0625). The paired t-test is exact for
 normal per-seed differences and close to nominal for the near-normal differences of seeds (the simulation
-tests in tests/test_results_stats.py measure it).
+test of the paired t's interval coverage, tests/test_results_claims.py, measures it).
 """
 
 from __future__ import annotations
