@@ -33,7 +33,8 @@ from pdelra.reporting.io import read_artifacts
 from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 from pdelra.reporting.style import VERDICT_COLOURS
 from pdelra.results.build import AGGREGATE_TABLES, read_table
-from pdelra.results.claims import headline
+from pdelra.results.catalogue.own import FAMILY as OWN_FAMILY
+from pdelra.results.claims import FAMILIES, headline
 from pdelra.results.verdict_rule import VERDICT_RULE
 from pdelra.runs import find_run_files
 from pdelra.steps.aggregate import aggregate
@@ -119,17 +120,11 @@ def _claims_html(claims_csv: Path) -> str:
     head = headline(claims)
     ran = head[head["verdict"] != "not run"]
     lines = []
-    for family, label in (
-        ("table11", "Table 11, sign of each position's gain over the baseline per task"),
-        ("cta", "Continuous-Time Attention (our reading of its abstract)"),
-        ("cta_official", "Continuous-Time Attention's own experiments"),
-        ("lm", "PhysQK-AD's language model"),
-        ("diagnostics", "the mechanism diagnostics"),
-    ):
-        part = claims[claims["family"] == family]
-        if len(part):
+    for name, family in FAMILIES.items():
+        part = claims[claims["family"] == name]
+        if len(part) and not family.headline and name != OWN_FAMILY:  # the own variants: their own table
             words = ", ".join(f"{n} {html.escape(v)}" for v, n in part["verdict"].value_counts().items())
-            lines.append(f"<li>{label} ({len(part)} claims, Holm within the family): {words}</li>")
+            lines.append(f"<li>{family.label} ({len(part)} claims, Holm within the family): {words}</li>")
     others = f"<ul>{''.join(lines)}</ul>" if lines else ""
     return f"""{yours}
 <h2>Verdicts</h2>
