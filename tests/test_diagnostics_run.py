@@ -19,6 +19,9 @@ from pdelra.cli import main
 from pdelra.data.store import load_split, read_manifest
 from pdelra.nn import diagnostics as dg
 from pdelra.nn.model import Padding
+from pdelra.reporting.sections import Report
+from pdelra.reporting.sections.diagnostics import render
+from pdelra.results.diagnostics import SKIPPED, summarise
 from pdelra.steps.diagnose import (
     AMPLIFICATION_EXAMPLES,
     COLUMNS,
@@ -310,6 +313,85 @@ def test_source_digest_covers_the_diagnostics_code(tmp_path: Path, monkeypatch: 
     with open(copy / "nn" / "diagnostics.py", "a") as f:
         f.write("# an edit\n")
     assert source_digest() != before
+
+
+# ----------------------------------------------------------------------------------------------------------
+# Runs that cannot be measured: named with why, never a crash
+
+NAN_OPERATOR = """
+from torch import nn
+
+
+class NanOut(nn.Module):
+    def __init__(self, d_model):
+        super().__init__()
+
+    def forward(self, x, lengths=None):
+        return x * float("nan")
+"""
+
+
+def test_a_diverged_own_variant_is_skipped_and_the_report_names_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, said: list[str]
+) -> None:
+    """The issue's case: an own operator returning NaN (`pdelra config check` refuses it, training here
+    does not ask) diverges at step 1; diagnose names it with why, and the diagnostics section says so."""
+    (tmp_path / "nanops.py").write_text(NAN_OPERATOR)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    data = make_task(tmp_path / "processed")
+    config = run_config(variant="nan_op", max_epochs=1)
+    config["model"]["operators"] = {"after_embedding": {"operator": "nanops:NanOut"}}
+    status, metrics = train_in_process(config, data, tmp_path / "nan_op")
+    assert status == 0 and metrics["status"] == "diverged" and metrics["diverged_at_step"] == 1
+    out = tmp_path / "part0.csv"
+    argv = ["diagnose", "run", str(tmp_path / "nan_op" / "run"), "--data", str(data), "--out", str(out)]
+    assert main([*argv, "--examples", "4"]) == 0
+    (row,) = pd.read_csv(out).to_dict("records")
+    assert (row["variant"], row["kind"], row["reason"]) == ("nan_op", SKIPPED, "diverged at step 1")
+
+    tables = tmp_path / "tables"
+    tables.mkdir()
+    for name, frame in summarise(collect([out]), None).items():
+        frame.to_csv(tables / f"{name}.csv", index=False)
+    render(Report.open(tables, tmp_path / "report", "unit"))
+    assert said[0].startswith("*Diagnostics not run: every run diagnosed was skipped")
+    assert "nan_op (h1, base, seed 0): diverged at step 1" in said[1]
+
+
+def test_non_finite_weights_skip_the_run_and_non_finite_activations_their_rows(
+    runs, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = _copy_run(runs["after_attention"][0], tmp_path / "nan")
+    data = runs["after_attention"][1]
+    state, meta = load_weights(run_dir / WEIGHTS_NAME)
+    name = next(n for n in state if n.endswith("qkv.weight"))
+    save_weights(run_dir / WEIGHTS_NAME, {**state, name: state[name] * float("nan")}, meta)
+    (row,) = diagnose_cached(run_dir, data, examples=4)[0].to_dict("records")
+    assert row["kind"] == SKIPPED and row["reason"] == f"non-finite weights (NaN/Inf) in {name}"
+    assert np.isnan(row["commutator"]) and row["n_examples"] == 0
+
+    # Finite weights whose activations overflow: measured, each row saying what is NaN and where.
+    run_dir = _copy_run(runs["after_attention"][0], tmp_path / "huge")
+    huge = state["encoder.tok_emb.weight"].sign() * 3e38  # LayerNorm's variance overflows: inf − inf
+    save_weights(run_dir / WEIGHTS_NAME, {**state, "encoder.tok_emb.weight": huge}, meta)
+    frame = diagnose_run(run_dir, data, examples=4)
+    assert SKIPPED not in set(frame["kind"])
+    trained = frame[frame["kind"] == "trained"]
+    assert trained["amplification"].isna().all()  # no eigendecomposition of a NaN Jacobian
+    for operator, reason in zip(trained["operator"], trained["reason"], strict=True):
+        assert f"no logit effects: non-finite activations (NaN/Inf) at {operator}" in reason
+        assert "NaN from non-finite activations (NaN/Inf) in roughness_in" in reason
+
+    # An eigendecomposition that fails on finite values: that point's logit effects, said why.
+    def fails(*args: object) -> None:
+        raise torch.linalg.LinAlgError("linalg.eigh: The algorithm failed to converge\n(more detail)")
+
+    monkeypatch.setattr(dg, "jacobian_spectral_norm", fails)
+    frame = diagnose_run(runs["after_attention"][0], data, examples=2)
+    trained = frame[frame["kind"] == "trained"]
+    assert trained["logit_change"].isna().all() and np.isfinite(trained["roughness_in"]).all()
+    expected = "no logit effects: no amplification at encoder.blocks.0.attn_output (linalg.eigh: The"
+    assert trained["reason"].iloc[0].startswith(f"{expected} algorithm failed to converge)")
 
 
 # ----------------------------------------------------------------------------------------------------------

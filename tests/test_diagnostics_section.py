@@ -15,7 +15,7 @@ from pdelra.paper import TASK_LABELS, TASKS
 from pdelra.reporting.io import read_artifacts
 from pdelra.reporting.sections import Report
 from pdelra.reporting.sections import diagnostics as section
-from pdelra.results.diagnostics import summarise
+from pdelra.results.diagnostics import COLUMNS, SKIPPED, skipped_runs, summarise
 
 matplotlib.use("Agg")
 
@@ -42,6 +42,22 @@ def test_render_says_not_run_without_the_tables(tmp_path: Path, said: list[str])
     (tmp_path / "tables" / "diagnostics_per_position.csv").write_text("")
     section.render(Report.open(tmp_path / "tables", tmp_path / "out2", "unit"))
     assert read_artifacts(tmp_path / "out2") == [] and said[-1].startswith("*Diagnostics not run")
+
+
+def test_render_names_the_runs_diagnose_skipped_and_why(tmp_path: Path, said: list[str]) -> None:
+    pytest.importorskip("IPython")
+    keys = {"task": "text", "variant": "nan_op", "scale": "h1", "setting": "base", "kind": SKIPPED}
+    rows = [{**keys, "seed": seed, "reason": f"diverged at step {seed + 1}"} for seed in range(12)]
+    diagnostics = pd.DataFrame(rows).reindex(columns=list(COLUMNS))
+    tables = _tables_dir(tmp_path)
+    skipped_runs(diagnostics).to_csv(tables / "diagnostics_skipped.csv", index=False)
+    section.render(Report.open(tables, tmp_path / "out", "unit"))
+    (line,) = [text for text in said if "Not diagnosed" in text]
+    assert line.startswith("**Not diagnosed** (12 runs, left out of every diagnostic): ")
+    assert f"{TASK_LABELS['text']}, nan_op (h1, base, seed 0): diverged at step 1; " in line
+    assert "seed 9): diverged at step 10; and 2 more (every one in the table `diagnostics_skipped`)." in line
+    assert said.index(line) == 1  # right after the introduction, before any figure or table
+    assert (tmp_path / "out" / "tables" / "diagnostics_per_position.md").is_file()  # the rest as before
 
 
 def test_render_saves_every_figure_and_table_from_the_csvs(tmp_path: Path) -> None:

@@ -21,6 +21,7 @@ from pdelra.results.diagnostics import COLUMNS as DIAGNOSTICS_COLUMNS
 from pdelra.results.verdict_rule import VERDICT_RULE
 from pdelra.runs import run_dir
 from pdelra.steps.aggregate import aggregate
+from pdelra.steps.diagnose import diverged_reason, skipped_run
 from pdelra.steps.report import ReportError, build_report, write_partial_tables
 
 NOTEBOOK = REPO / "workflow" / "notebooks" / "report.ipynb"
@@ -222,6 +223,8 @@ def test_partial_report_on_a_half_finished_grid_leaves_the_workflow_outputs_alon
     assert len(pd.read_csv(out / "source-tables" / "lm_runs.csv")) == 2
     assert "no lm_runs.csv" not in page and "PhysQK-AD" in page
     assert len(pd.read_csv(out / "source-tables" / "diagnostics_per_position.csv")) > 0
+    named = "Not diagnosed</strong> (1 run, left out of every diagnostic): Text, PhysQK (h1, base, seed 0): "
+    assert f"{named}diverged." in page  # the diverged run's diagnostics: skipped, and said so
     assert {"lm", "diagnostics"} <= set(claims["family"])
     # So are CTA's own experiments (the same parts as the workflow's aggregate step, pdelra.steps.parts).
     assert len(pd.read_csv(out / "source-tables" / "cta_official_runs.csv")) == 4
@@ -246,7 +249,12 @@ def _write_lm_runs(root: Path) -> None:
 
 
 def _write_run_diagnostics(runs: Path) -> None:
-    """Each finished ListOps run's cached diagnostics.csv (as `pdelra diagnose run` leaves it)."""
+    """Each finished ListOps run's cached diagnostics.csv (as `pdelra diagnose run` leaves it), and the
+    diverged run's: its one `skipped` row, which the report names."""
+    for metrics in sorted(runs.glob("*/*/*/*/seed*/metrics.json")):
+        m = json.loads(metrics.read_text())
+        if diverged_reason(m) is not None:
+            skipped_run(m, diverged_reason(m)).to_csv(metrics.parent / "diagnostics.csv", index=False)
     for metrics in sorted(runs.glob("listops/*/h1/base/seed*/metrics.json")):
         m = json.loads(metrics.read_text())
         keys = {k: m[k] for k in ("task", "variant", "scale", "setting", "seed")}

@@ -283,6 +283,7 @@ def test_summarise_names_every_table() -> None:
         "diagnostics_bound",
         "diagnostics_points",
         "diagnostics_mechanism",
+        "diagnostics_skipped",
     }
     assert len(out["diagnostics_mechanism"]) == len(rd.PREDICTORS)
     assert len(out["diagnostics_points"]) == len(TASKS) * len(POSITIONS)

@@ -21,6 +21,8 @@ Tables
   direction, the two-sided p, Holm-adjusted p over the three predictors, unadjusted and adjusted verdicts.
   `mechanism_claims` gives the same as claims-shaped rows (family "diagnostics"), whose adjustment in the
   claims table is this same Holm over the same p-values.
+- `diagnostics_skipped`: the runs `pdelra diagnose` did not measure (kind `skipped`), one row each with why
+  (diverged at step n, non-finite weights in ...): the report names them.
 
 Why the commutator is normalised by α: for one scale, D = I + αΔ, so [D, M] = DM − MD = α[Δ, M] exactly
 when α is shared by channels (and to first order in the spread of per-channel α). A position whose training
@@ -88,6 +90,9 @@ LOGIT_QUANTITIES = (
     "composed_ratio",
     "composed_held",
 )
+# The kind of a run's one row when `pdelra diagnose` did not measure it (diverged, non-finite weights): its
+# `reason` says why, every quantity is empty, and no summary but `skipped_runs` reads it.
+SKIPPED = "skipped"
 COLUMNS = (
     *RUN_KEYS,
     "block",
@@ -231,6 +236,12 @@ def bound_check(diagnostics: pd.DataFrame) -> pd.DataFrame:
     table["runs"] = grouped["seed"].nunique()
     table["examples"] = grouped["n_logit_examples"].sum()
     return table.reset_index().rename(columns={"composed_ratio": "ratio"})
+
+
+def skipped_runs(diagnostics: pd.DataFrame) -> pd.DataFrame:
+    """The runs `pdelra diagnose` skipped, one row each: RUN_KEYS and the `reason` (its one SKIPPED row's)."""
+    frame = diagnostics[diagnostics["kind"] == SKIPPED]
+    return frame[[*RUN_KEYS, "reason"]].sort_values(RUN_KEYS).reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------------------------------------
@@ -394,6 +405,7 @@ TABLES = (
     "diagnostics_bound",
     "diagnostics_points",
     "diagnostics_mechanism",
+    "diagnostics_skipped",
 )
 
 
@@ -408,4 +420,5 @@ def summarise(diagnostics: pd.DataFrame, runs: pd.DataFrame | None) -> dict[str,
         "diagnostics_bound": bound_check(diagnostics),
         "diagnostics_points": points,
         "diagnostics_mechanism": mechanism_test(points),
+        "diagnostics_skipped": skipped_runs(diagnostics),
     }

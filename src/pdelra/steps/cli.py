@@ -71,6 +71,11 @@ Every step meets every insertion point: an operator at a point in no block (e.g.
 block) has block −1 (NO_BLOCK) and no commutator, which needs a block's attention sub-layer; `reason` says
 what was not measured and why (empty when everything applied).
 
+- kind `skipped`, operator `run`: the one row of a run that is not measured, its `reason` saying why: it
+  diverged (metrics.json status "diverged": "diverged at step n") or its weights hold NaN/Inf ("non-finite
+  weights (NaN/Inf) in NAME, ..."). The report names these runs. A measured row whose activations are not
+  finite keeps its NaN and says so in `reason`, and its logit effects are left empty with the reason.
+
 The attention sub-layer as a map on the residual stream is M_b(x) = x + W_o·MHA(LN₁(x)) with block b's
 trained weights and padded keys masked, without the inserted operators, so that M is the same kind of map in
 every variant and D is what varies. Block of an operator: `encoder.embedding` → 0, `between_blocks.i` → i+1,

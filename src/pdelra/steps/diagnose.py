@@ -26,8 +26,8 @@ from pdelra.errors import UserError
 from pdelra.nn import diagnostics as dg
 from pdelra.nn.model import Identity, ModelConfig
 from pdelra.nn.ops import DiffusionLayer
-from pdelra.results.diagnostics import COLUMNS, LOGIT_QUANTITIES, QUANTITIES
-from pdelra.runs import BASE_SETTING, RUN_KEYS
+from pdelra.results.diagnostics import COLUMNS, LOGIT_QUANTITIES, QUANTITIES, SKIPPED
+from pdelra.runs import BASE_SETTING, DIVERGED, RUN_KEYS
 from pdelra.steps.cli import AMPLIFICATION_EXAMPLES
 from pdelra.training.batches import is_pair_split, make_batch
 from pdelra.training.runconfig import validate_run_config
@@ -45,6 +45,8 @@ DIAGNOSTICS_NAME = "diagnostics.csv"
 STAMP_NAME = "diagnostics.json"
 PROBE_ALPHA = 0.1
 PROBE_SCALES = (1,)
+# Parameters named in a skipped run's reason; the rest are counted (a NaN spreads to every later update).
+NAMED_WEIGHTS = 3
 # The block of an operator at an insertion point outside every block (no attention sub-layer to commute with).
 NO_BLOCK = -1
 # The quantities that need the paper's step sizes α: empty in an `operator` row.
@@ -196,7 +198,13 @@ class _Recorder:
                     row[name] = math.nan
             row["n_examples"] = n
             row["n_logit_examples"] = sum(v.numel() for v in quantities.get("logit_change", []))
-            row["reason"] = "; ".join(self.reasons.get(key, []))
+            # Measured, yet NaN: only non-finite activations give one (every quantity is guarded against
+            # 0/0), so the row says so rather than leave a NaN that reads as "not measured".
+            nan = [name for name in quantities if math.isnan(row[name])]
+            reasons = [*self.reasons.get(key, [])]
+            if nan:
+                reasons.append(f"NaN from non-finite activations (NaN/Inf) in {', '.join(nan)}")
+            row["reason"] = "; ".join(reasons)
             rows.append(row)
         return sorted(
             rows,
@@ -501,7 +509,15 @@ def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], re
             other = _run_from(model, inputs, point, plain if point.operating == "diffused" else diffused)
         with_d, without_d = (logits, other) if point.operating == "diffused" else (other, logits)
         at = diffused if point.operating == "diffused" else plain
-        sigma = dg.jacobian_spectral_norm(lambda leaves, p=point: _run_from(model, inputs, p, leaves), at)
+        if not all(bool(t.isfinite().all()) for t in (*at, with_d, without_d)):
+            recorder.skip(point.key, f"no logit effects: non-finite activations (NaN/Inf) at {point.key[1]}")
+            continue
+        try:
+            sigma = dg.jacobian_spectral_norm(lambda leaves, p=point: _run_from(model, inputs, p, leaves), at)
+        except torch.linalg.LinAlgError as exc:  # e.g. a non-finite Jacobian: eigvalsh does not converge
+            reason = str(exc).splitlines()[0]
+            recorder.skip(point.key, f"no logit effects: no amplification at {point.key[1]} ({reason})")
+            continue
         change = (with_d - without_d).double().norm(dim=1)
         moved = torch.stack([n for n, _ in norms]).double().square().sum(0).sqrt()
         if not point.bounded:
@@ -526,17 +542,23 @@ def measure_logit_effects(model: torch.nn.Module, inputs: tuple[Tensor, ...], re
 # One run
 
 
+def read_metrics(run_dir: Path) -> dict[str, Any]:
+    """RUN_DIR/metrics.json; DiagnoseError naming the file when it is missing or not JSON."""
+    metrics_path = run_dir / "metrics.json"
+    try:
+        return json.loads(metrics_path.read_text())
+    except FileNotFoundError as exc:
+        raise DiagnoseError(f"{metrics_path}: no metrics.json (train the run first)") from exc
+    except json.JSONDecodeError as exc:
+        raise DiagnoseError(f"{metrics_path}: line {exc.lineno}: not JSON ({exc.msg})") from exc
+
+
 def load_run(run_dir: Path, data_dir: Path) -> tuple[torch.nn.Module, dict[str, Any], Any]:
     """(model with the run's best-validation weights, in eval mode; metrics.json; the val split)."""
     import dataclasses
 
     metrics_path = run_dir / "metrics.json"
-    try:
-        metrics = json.loads(metrics_path.read_text())
-    except FileNotFoundError as exc:
-        raise DiagnoseError(f"{metrics_path}: no metrics.json (train the run first)") from exc
-    except json.JSONDecodeError as exc:
-        raise DiagnoseError(f"{metrics_path}: line {exc.lineno}: not JSON ({exc.msg})") from exc
+    metrics = read_metrics(run_dir)
     if "run_config" not in metrics:
         raise DiagnoseError(f"{metrics_path}: no 'run_config' key (written by an older trainer?)")
     raw = dict(metrics["run_config"])
@@ -576,12 +598,20 @@ def diagnose_run(
     amplification_examples: int = AMPLIFICATION_EXAMPLES,
 ) -> pd.DataFrame:
     """The diagnostics table of one run (COLUMNS), on its first `examples` validation examples; the
-    insertion effects on the logits (LOGIT_QUANTITIES) on the first `amplification_examples` of them."""
+    insertion effects on the logits (LOGIT_QUANTITIES) on the first `amplification_examples` of them. A run
+    that diverged or holds non-finite weights is not measured: its table is one SKIPPED row saying why."""
     import numpy as np
     import pandas as pd
     import torch
 
+    metrics = read_metrics(run_dir)
+    reason = diverged_reason(metrics)  # before building the model, which may be what diverged
+    if reason is not None:
+        return skipped_run(metrics, reason)
     model, metrics, val = load_run(run_dir, data_dir)
+    reason = non_finite_reason(model)
+    if reason is not None:
+        return skipped_run(metrics, reason)
     count = min(examples, len(val.labels))
     if count < 1:
         raise DiagnoseError(f"{data_dir}: the validation split is empty")
@@ -595,9 +625,46 @@ def diagnose_run(
             end = min(start + batch_size, count, amplification_examples)
             measure_logit_effects(model, make_batch(val, np.arange(start, end), lambda t: t).inputs, recorder)
     frame = pd.DataFrame(recorder.rows())
-    for key in reversed(RUN_KEYS):
-        frame.insert(0, key, metrics.get(key, BASE_SETTING if key == "setting" else None))
+    for key, value in reversed(_run_keys(metrics).items()):
+        frame.insert(0, key, value)
     return _with_reasons(frame[list(COLUMNS)])
+
+
+def _run_keys(metrics: dict[str, Any]) -> dict[str, Any]:
+    """The run's identity (RUN_KEYS) from its metrics.json; an older run without `setting` is a base one."""
+    return {key: metrics.get(key, BASE_SETTING if key == "setting" else None) for key in RUN_KEYS}
+
+
+def diverged_reason(metrics: dict[str, Any]) -> str | None:
+    """Why a diverged run is not measured: a failed run is named, not mixed into the values (as the claims
+    treat it, pdelra.results.claims), and its weights may be the last ones before the non-finite loss (when
+    it diverged before any validation), whose activations are often non-finite too."""
+    if metrics.get("status") != DIVERGED:
+        return None
+    step = metrics.get("diverged_at_step")
+    return "diverged" if step is None else f"diverged at step {step}"
+
+
+def non_finite_reason(model: torch.nn.Module) -> str | None:
+    """Why a run with NaN/Inf parameters is not measured (every activation after them is non-finite, and the
+    amplification's eigendecomposition fails on them), naming the first NAMED_WEIGHTS of them."""
+    import torch
+
+    bad = [name for name, p in model.named_parameters() if not bool(torch.isfinite(p).all())]
+    if not bad:
+        return None
+    more = f" and {len(bad) - NAMED_WEIGHTS} more" if len(bad) > NAMED_WEIGHTS else ""
+    return f"non-finite weights (NaN/Inf) in {', '.join(bad[:NAMED_WEIGHTS])}{more}"
+
+
+def skipped_run(metrics: dict[str, Any], reason: str) -> pd.DataFrame:
+    """A run's table when it is not measured: one row of kind SKIPPED (block NO_BLOCK, no quantity) whose
+    `reason` says why, so the run is named in diagnostics.csv and the report rather than missing."""
+    import pandas as pd
+
+    row = {**_run_keys(metrics), "block": NO_BLOCK, "operator": "run", "kind": SKIPPED, "position": "run"}
+    row |= {"n_examples": 0, "n_logit_examples": 0, "reason": reason}
+    return _with_reasons(pd.DataFrame([row]).reindex(columns=list(COLUMNS)))
 
 
 def _with_reasons(frame: pd.DataFrame) -> pd.DataFrame:
@@ -707,6 +774,8 @@ def run_command(args: argparse.Namespace) -> int:
         frames.append(frame)
         measured += fresh
         log.info("%d/%d %s: %s", number, len(args.run_dirs), run_dir, "measured" if fresh else "unchanged")
+        if (frame["kind"] == SKIPPED).any():
+            log.warning("%s: not diagnosed: %s", run_dir, frame["reason"].iloc[0])
     table = pd.concat(frames, ignore_index=True)
     write_text_atomic(args.out, table.to_csv(index=False))
     log.info(

@@ -7,7 +7,8 @@
 - figures `diagnostics_commutator` / `diagnostics_commutator_branch` (table `diagnostics_per_block`): the
   trained commutator per unit α and the probe's commutator per position and block;
 - tables `diagnostics_per_position`, `diagnostics_bound` (the compositional bound) and
-  `diagnostics_mechanism`, and figure `diagnostics_mechanism` (table `diagnostics_points`).
+  `diagnostics_mechanism`, and figure `diagnostics_mechanism` (table `diagnostics_points`);
+- a line naming the runs `pdelra diagnose` skipped and why (table `diagnostics_skipped`).
 Figures use the `base` setting and the main scale (h1) when present. Without the tables: "not run". The
 notebook prints the section's heading.
 """
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 PROBE = "probe diffusion (α = 0.1, h = 1)"
+SKIPPED_NAMED = 10  # skipped runs named in the section's line; the rest are counted (the CSV has them all)
 KINDS = {"trained": "trained diffusion", "probe": PROBE}
 # figure name → (commutator column of the trained rows, of the probe rows, colour-bar label)
 COMMUTATOR_FIGURES = {
@@ -333,6 +335,21 @@ def _shown(frame: pd.DataFrame, headers: dict[str, str]) -> pd.DataFrame:
     return out.rename(columns=headers)
 
 
+def skipped_line(skipped: pd.DataFrame) -> str | None:
+    """The runs diagnose skipped as one line, each with its reason (the first SKIPPED_NAMED, the others
+    counted); None when it skipped none."""
+    if skipped.empty:
+        return None
+    named = [
+        f"{_task(r.task)}, {_variant(r.variant)} ({r.scale}, {r.setting}, seed {r.seed}): {r.reason}"
+        for r in skipped.head(SKIPPED_NAMED).itertuples(index=False)
+    ]
+    more = len(skipped) - len(named)
+    rest = f"; and {more} more (every one in the table `diagnostics_skipped`)" if more else ""
+    runs = f"{len(skipped)} run" if len(skipped) == 1 else f"{len(skipped)} runs"
+    return f"**Not diagnosed** ({runs}, left out of every diagnostic): {'; '.join(named)}{rest}."
+
+
 # ----------------------------------------------------------------------------------------------------------
 # The section
 
@@ -342,11 +359,16 @@ def render(report: Report) -> None:
     it."""
     out_dir = report.out_dir
     position = report.table("diagnostics_per_position")
+    skipped = skipped_line(report.table("diagnostics_skipped"))
     if position.empty:
-        say(
-            f"*Diagnostics not run: none measured in {report.tables_dir} (the config's "
-            "`diagnostics.enabled` is false, or `pdelra diagnose` has not run).*"
-        )
+        if skipped is None:
+            say(
+                f"*Diagnostics not run: none measured in {report.tables_dir} (the config's "
+                "`diagnostics.enabled` is false, or `pdelra diagnose` has not run).*"
+            )
+        else:
+            say("*Diagnostics not run: every run diagnosed was skipped, as follows.*")
+            say(skipped)
         return
     say(
         "Measured by `pdelra diagnose` on the first validation examples of each task with each run's "
@@ -355,6 +377,8 @@ def render(report: Report) -> None:
         "A = M − I its branch, and D either the run's trained diffusion or a fixed probe D = I + 0.1·Δ₁ "
         "(the same in every run, the baseline included)."
     )
+    if skipped is not None:
+        say(skipped)
     say(COMMUTATOR_NOTE)
     depth = report.table("diagnostics_depth")
     fig = None if depth.empty else figure_roughness(depth)
