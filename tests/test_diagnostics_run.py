@@ -27,17 +27,14 @@ from pdelra.steps.diagnose import (
     COLUMNS,
     DIAGNOSTICS_NAME,
     DIAGNOSTICS_SOURCES,
-    LOGIT_QUANTITIES,
-    NO_BLOCK,
     STAMP_NAME,
-    attention_sublayer,
     collect,
     diagnose_cached,
     diagnose_run,
     load_run,
-    operator_place,
     source_digest,
 )
+from pdelra.steps.measure import LOGIT_QUANTITIES, NO_BLOCK, attention_sublayer, operator_place
 from pdelra.training.batches import make_batch
 from pdelra.training.runconfig import validate_run_config
 from pdelra.training.runner import build_model

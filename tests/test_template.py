@@ -26,7 +26,8 @@ from pdelra.nn.model import Encoder, LRAClassifier, ModelConfig, Padding, check_
 from pdelra.planning.config_check import config_problems
 from pdelra.planning.experiment import diagnosed_runs, lra_runs, other_jobs
 from pdelra.planning.experiment import run_config as experiment_run_config
-from pdelra.steps.diagnose import NO_ALPHA, NO_BLOCK, diagnose_run
+from pdelra.steps.diagnose import diagnose_run
+from pdelra.steps.measure import NO_ALPHA, NO_BLOCK
 
 EXAMPLE = REPO / "examples" / "myops.py"
 OWN = "smooth_embed"  # the variant of one's own, under its config name
