@@ -14,7 +14,7 @@ from conftest import REPO, load_config, make_workspace, run_snakemake
 
 from pdelra.operator_code import operator_code, operator_files
 from pdelra.planning.experiment import operator_codes, run_config
-from pdelra.results import tables
+from pdelra.results import provenance
 
 EXAMPLE = REPO / "examples" / "myops.py"
 OWN = "smooth_embed"
@@ -91,7 +91,7 @@ def test_provenance_shows_each_own_variants_operator_code_beside_the_commit() ->
             "config_hash": ["a", "b", "c"], "operator_code": [None, "f" * 64, "f" * 64],
         }
     )  # fmt: skip
-    summary = dict(tables.provenance_summary(runs).itertuples(index=False))
+    summary = dict(provenance.provenance_summary(runs).itertuples(index=False))
     assert summary["code versions"] == "abc123"
     assert summary[f"operator code {OWN}"] == "f" * 16
     assert not any(item.startswith("operator code none") for item in summary)

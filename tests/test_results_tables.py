@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as scipy_stats
 
 from pdelra import paper
-from pdelra.results import spectral, tables
+from pdelra.results import provenance, spectral, tables
 from pdelra.results.catalogue import all_claims
 from pdelra.results.claims import evaluate
 from pdelra.runs import BASE_SETTING, RUN_KEYS
@@ -228,27 +228,27 @@ def test_config_echo_and_warmup_come_from_the_runs_config_columns() -> None:
             steps_per_epoch=10,
         )
     )
-    echo = tables.config_echo(runs).set_index(["task", "field"])
+    echo = provenance.config_echo(runs).set_index(["task", "field"])
     assert echo.loc[("listops", "batch_size"), "ours"] == 32  # the most common value
     assert echo.loc[("listops", "batch_size"), "n_values"] == 2
     assert echo.loc[("listops", "batch_size"), "paper"] == paper.TABLE8["listops"]["batch_size"]
     assert echo.loc[("listops", "lr"), "paper"] == paper.TABLE9["lr"]
     assert echo.loc[("listops", "d_model"), "n_values"] == 0  # not in these runs' config echo
-    warm = tables.warmup(runs).set_index("task").loc["listops"]
+    warm = provenance.warmup(runs).set_index("task").loc["listops"]
     assert not warm["peak_lr_reached"] and warm["highest_lr_fraction"] == pytest.approx(0.6)
 
 
 def test_provenance_counts_every_run_whatever_its_status() -> None:
     runs = runs_frame(cell("listops", "none", [0.3, 0.3], data_hash="ab" * 32))
     runs.loc[1, "status"] = "diverged"
-    cells = tables.runs_per_cell(runs).iloc[0]
+    cells = provenance.runs_per_cell(runs).iloc[0]
     assert (cells["runs"], cells["completed"]) == (2, 1)
-    data = tables.provenance_data(runs).iloc[0]
+    data = provenance.provenance_data(runs).iloc[0]
     assert data["data_hash"] == "ab" * 8 and data["n_hashes"] == 1
-    summary = dict(tables.provenance_summary(runs).itertuples(index=False))
+    summary = dict(provenance.provenance_summary(runs).itertuples(index=False))
     assert summary["runs"] == 2 and summary["status diverged"] == 1
     assert summary["seeds"] == 2 and summary["seed ids"] == "0, 1"  # a count, then which
-    one = dict(tables.provenance_summary(runs[runs["seed"] == 0]).itertuples(index=False))
+    one = dict(provenance.provenance_summary(runs[runs["seed"] == 0]).itertuples(index=False))
     assert one["seeds"] == 1 and one["seed ids"] == "0"  # one seed, id 0: not "seeds 0"
 
 

@@ -125,3 +125,9 @@ def merge_settings(
                 )
             merged[name], owner[name] = overrides, grid_name
     return merged
+
+
+def base_rows(frame: Any) -> Any:
+    """The rows of a runs-shaped DataFrame in the `base` setting (every table of the paper is on it); an
+    empty frame stays empty."""
+    return frame[frame["setting"] == BASE_SETTING] if len(frame) else frame

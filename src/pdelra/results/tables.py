@@ -14,7 +14,17 @@ from typing import TYPE_CHECKING, Any
 from pdelra import paper
 from pdelra.results import spectral, stats
 from pdelra.results.claims import Cell, Metric, RunIndex, seed_values
-from pdelra.runs import BASE_SETTING, BASELINE, COMPLETED, MAIN_SCALE, MULTI_SCALE, RUN_KEYS, SCALE_ORDER
+from pdelra.results.provenance import config_echo, provenance_data, provenance_summary, runs_per_cell, warmup
+from pdelra.runs import (
+    BASE_SETTING,
+    BASELINE,
+    COMPLETED,
+    MAIN_SCALE,
+    MULTI_SCALE,
+    RUN_KEYS,
+    SCALE_ORDER,
+    base_rows,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -200,11 +210,6 @@ def run_tables(runs: pd.DataFrame, alpha_rows: list[dict[str, Any]]) -> dict[str
 # ----------------------------------------------------------------------------------------------------
 # The paper's tables beside ours
 # ----------------------------------------------------------------------------------------------------
-def _base(frame: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the `base` setting (every table of the paper is on it); an empty frame stays empty."""
-    return frame[frame["setting"] == BASE_SETTING] if len(frame) else frame
-
-
 def _cell(frame: pd.DataFrame, **keys: Any) -> pd.Series | None:
     """The one row of `frame` with these column values, else None."""
     if frame.empty:
@@ -229,7 +234,7 @@ def table10_comparison(main: pd.DataFrame) -> pd.DataFrame:
     own variants that ran (paper.own_variants; the paper's value empty)."""
     import pandas as pd
 
-    main = _base(main)
+    main = base_rows(main)
     rows = []
     for variant in [*paper.TABLE10, *paper.own_variants(main["variant"] if len(main) else [])]:
         done = [t for t in paper.TASKS if not math.isnan(_get(_cell(main, variant=variant, task=t), "mean"))]
@@ -311,7 +316,7 @@ def table12(multiscale: pd.DataFrame) -> pd.DataFrame:
     The paper's positions, then a config's own variants swept over scales (the paper's columns empty)."""
     import pandas as pd
 
-    ms = _base(multiscale)
+    ms = base_rows(multiscale)
     ms = ms[ms["task"] == LISTOPS] if len(ms) else ms
     paper_base = paper.TABLE10[BASELINE][LISTOPS]
     own = {
@@ -354,7 +359,7 @@ def table13(runs: pd.DataFrame) -> pd.DataFrame:
     both, beside the paper's."""
     import pandas as pd
 
-    done = _completed(_base(runs)) if len(runs) else runs
+    done = _completed(base_rows(runs)) if len(runs) else runs
     rows = []
     for variant, pairs in paper.TABLE13.items():
         cells = done[(done["variant"] == variant) & (done["scale"] == MAIN_SCALE)] if len(done) else done
@@ -383,7 +388,7 @@ def cost_overhead(runs: pd.DataFrame, task: str = LISTOPS) -> pd.DataFrame:
     import pandas as pd
 
     columns = ["task", "variant", "scale", "n", "mean", "std", "ci_low", "ci_high"]
-    done = _base(runs)
+    done = base_rows(runs)
     done = done[(done["status"] == COMPLETED) & (done["task"] == task)] if len(done) else done
     if done.empty:
         return pd.DataFrame(columns=columns)
@@ -414,7 +419,7 @@ def table14(cost: pd.DataFrame, overhead: pd.DataFrame) -> pd.DataFrame:
     empty)."""
     import pandas as pd
 
-    cost = _base(cost)
+    cost = base_rows(cost)
     cost = cost[cost["task"] == LISTOPS] if len(cost) else cost
     own = [((v, MAIN_SCALE), None) for v in paper.own_variants(cost["variant"] if len(cost) else [])]
     rows = []
@@ -445,7 +450,7 @@ def table15(main: pd.DataFrame) -> pd.DataFrame:
     a config's own variants that ran on ListOps (the paper's values empty)."""
     import pandas as pd
 
-    main = _base(main)
+    main = base_rows(main)
     listops = main[main["task"] == LISTOPS]["variant"] if len(main) else []
     own = [(v, (math.nan, math.nan)) for v in paper.own_variants(listops)]
     rows = []
@@ -506,7 +511,7 @@ def _layer_alphas(alpha: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     per_scale = [f"per_scale_h{h}" for h in ALPHA_STEP_SIZES]
     if alpha.empty or runs.empty or not set(per_scale) <= set(alpha.columns):
         return pd.DataFrame(columns=[*RUN_KEYS, "layer", "alphas", "stencil_scaling"])
-    done = _completed(_base(runs))
+    done = _completed(base_rows(runs))
     config = done[list(RUN_KEYS)].assign(
         stencil_scaling=done["stencil_scaling"].fillna(DEFAULT_STENCIL_SCALING)
         if "stencil_scaling" in done
@@ -587,7 +592,7 @@ def learned_alpha(alpha: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     columns = ["variant", "scale", "n", "mean", "min", "max", "alpha_init"]
     if alpha.empty or runs.empty:
         return pd.DataFrame(columns=columns)
-    done = _completed(_base(runs))[list(RUN_KEYS)]
+    done = _completed(base_rows(runs))[list(RUN_KEYS)]
     positions = paper.positions_of(alpha["variant"])
     a = alpha[alpha["variant"].isin(positions)].merge(done, on=list(RUN_KEYS))
     if a.empty:
@@ -606,152 +611,6 @@ def learned_alpha(alpha: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     ]
     order = {v: i for i, v in enumerate(positions)} | {s: i for i, s in enumerate(SCALE_ORDER)}
     return table.sort_values(["variant", "scale"], key=lambda c: c.map(order), ignore_index=True)[columns]
-
-
-# ----------------------------------------------------------------------------------------------------
-# Configuration and provenance
-# ----------------------------------------------------------------------------------------------------
-# The config fields Tables 8 and 9 name, as runs.csv columns, with the paper's value per task.
-CONFIG_FIELDS = (
-    "d_model",
-    "n_layers",
-    "n_heads",
-    "batch_size",
-    "lr",
-    "max_epochs",
-    "warmup_steps",
-    "weight_decay",
-)
-
-
-def _paper_config(task: str, field: str) -> Any:
-    return paper.TABLE8.get(task, {}).get(field, paper.TABLE9.get(field))
-
-
-def config_echo(runs: pd.DataFrame) -> pd.DataFrame:
-    """Tables 8 and 9 beside the configuration actually used: per task and field, the value of the base-
-    setting runs (the most common one; `n_values` > 1 says the runs differ) and the paper's."""
-    import pandas as pd
-
-    columns = ["task", "field", "ours", "n_values", "paper"]
-    base = _base(runs)
-    rows = []
-    for task in paper.TASKS:
-        cell = base[base["task"] == task] if len(base) else base
-        if cell.empty:
-            continue
-        for field in CONFIG_FIELDS:
-            values = cell[field].dropna() if field in cell else pd.Series(dtype=object)
-            rows.append(
-                {
-                    "task": task,
-                    "field": field,
-                    "ours": values.mode().iloc[0] if len(values) else None,
-                    "n_values": int(values.nunique()),
-                    "paper": _paper_config(task, field),
-                }
-            )
-    return pd.DataFrame(rows, columns=columns)
-
-
-def warmup(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per task: steps per epoch and planned optimiser steps (from the runs' data manifests and configs)
-    against the warm-up length; where the plan is shorter, the peak learning rate is never reached and
-    `highest_lr_fraction` is the fraction of it the schedule reaches."""
-    import pandas as pd
-
-    columns = [
-        "task",
-        "steps_per_epoch",
-        "planned_steps",
-        "warmup_steps",
-        "peak_lr_reached",
-        "highest_lr_fraction",
-    ]
-    needed = {"steps_per_epoch", "planned_steps", "warmup_steps"}
-    base = _base(runs)
-    if base.empty or not needed <= set(base.columns):
-        return pd.DataFrame(columns=columns)
-    rows = []
-    for task in paper.TASKS:
-        cell = base[base["task"] == task].dropna(subset=["planned_steps"])
-        if cell.empty:
-            continue
-        planned = int(cell["planned_steps"].mode().iloc[0])
-        warm = cell["warmup_steps"].dropna()
-        warm_steps = int(warm.mode().iloc[0]) if len(warm) else 0
-        per_epoch = cell["steps_per_epoch"].dropna()
-        rows.append(
-            {
-                "task": task,
-                "steps_per_epoch": int(per_epoch.mode().iloc[0]) if len(per_epoch) else None,
-                "planned_steps": planned,
-                "warmup_steps": warm_steps,
-                "peak_lr_reached": planned > warm_steps,
-                "highest_lr_fraction": min(1.0, planned / warm_steps) if warm_steps else 1.0,
-            }
-        )
-    return pd.DataFrame(rows, columns=columns)
-
-
-def _distinct(values: pd.Series, width: int | None = None) -> str:
-    """The distinct non-empty values, sorted and joined (each cut to `width` characters)."""
-    text = values.dropna().astype(str)
-    return ", ".join(sorted((text.str[:width] if width else text).unique()))
-
-
-def provenance_summary(runs: pd.DataFrame) -> pd.DataFrame:
-    """What the runs are: counts by status, the grid's extent, code versions (the project's, and each own
-    variant's operator code), devices and config hashes, one `item`, `value` row each."""
-    import pandas as pd
-
-    if runs.empty:
-        return pd.DataFrame(columns=["item", "value"])
-    items: list[tuple[str, Any]] = [("runs", len(runs))]
-    items += [(f"status {s}", int(n)) for s, n in runs["status"].value_counts().sort_index().items()]
-    # Every extent is a count ("seeds 1", not the demo's lone seed "0", which read as no seeds), then the ids.
-    extents = ("task", "variant", "scale", "setting", "seed")
-    items += [(f"{key}s", int(runs[key].nunique())) for key in extents]
-    items += [
-        ("seed ids", ", ".join(map(str, sorted(runs["seed"].unique())))),
-        ("code versions", _distinct(runs["code_version"])),
-    ]
-    # Beside the project's commit, the code of each variant's own operator (pdelra.operator_code): a hash
-    # that changes with any edit of it, first 16 hex (two values: runs of the same variant by different code).
-    if "operator_code" in runs:
-        own = runs.dropna(subset=["operator_code"]).groupby("variant", sort=True)["operator_code"]
-        items += [(f"operator code {variant}", _distinct(codes, 16)) for variant, codes in own]
-    items += [
-        ("devices", _distinct(runs["device"])),
-        ("config hashes", int(runs["config_hash"].nunique())),
-    ]
-    return pd.DataFrame(items, columns=["item", "value"])
-
-
-def provenance_data(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per task: the data manifest hashes of its runs (first 16 hex) and how many distinct there are."""
-    import pandas as pd
-
-    if runs.empty:
-        return pd.DataFrame(columns=["task", "data_hash", "n_hashes"])
-    grouped = runs.groupby("task", sort=True)["data_hash"]
-    return pd.DataFrame(
-        {
-            "data_hash": grouped.agg(lambda s: _distinct(s, 16)),
-            "n_hashes": grouped.nunique(),
-        }
-    ).reset_index()
-
-
-def runs_per_cell(runs: pd.DataFrame) -> pd.DataFrame:
-    """Per cell (task, variant, scale, setting): the number of runs and of completed runs."""
-    import pandas as pd
-
-    columns = ["task", "variant", "scale", "setting", "runs", "completed"]
-    if runs.empty:
-        return pd.DataFrame(columns=columns)
-    cells = runs.assign(done=runs["status"] == COMPLETED).groupby(["task", "variant", "scale", "setting"])
-    return cells.agg(runs=("seed", "count"), completed=("done", "sum")).reset_index()[columns]
 
 
 def summarise(inputs: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
