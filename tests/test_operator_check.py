@@ -1,6 +1,7 @@
 """`pdelra config check` runs each own operator as training will, before any GPU time
-(pdelra.nn.model.check_operators): forward and backward at the task's real max_length on a padded batch. Each
-of these broken operators is refused in one line naming the variant, where and why; good ones pass."""
+(pdelra.nn.operator_check.check_operators): forward and backward at the task's real max_length on a padded
+batch. Each of these broken operators is refused in one line naming the variant, where and why; good ones
+pass."""
 
 from __future__ import annotations
 
@@ -154,7 +155,8 @@ def test_an_operator_failing_only_beyond_the_short_batch_passed_the_old_check_an
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The failure needs the real length: the same operator passes when the tasks are short enough."""
-    from pdelra.nn.model import ModelConfig, check_operators
+    from pdelra.nn.model import ModelConfig
+    from pdelra.nn.operator_check import check_operators
 
     (tmp_path / "badops.py").write_text(BROKEN)
     monkeypatch.chdir(tmp_path)
@@ -188,7 +190,8 @@ def test_the_check_takes_seconds_at_an_lra_length_and_leaves_the_random_state_al
     """ListOps' 2,000 tokens at the paper's d_model 128 (Text's 4,000 costs about twice as much)."""
     import torch
 
-    from pdelra.nn.model import ModelConfig, check_operators
+    from pdelra.nn.model import ModelConfig
+    from pdelra.nn.operator_check import check_operators
 
     monkeypatch.syspath_prepend(str(REPO))
     spec = {"after_embedding": {"operator": "examples.myops:MovingAverage"}}

@@ -22,7 +22,8 @@ from test_training import make_task, run_config, train_in_process
 from torch import Tensor
 
 from pdelra.nn import model as model_module
-from pdelra.nn.model import Encoder, LRAClassifier, ModelConfig, Padding, check_operators
+from pdelra.nn.model import Encoder, LRAClassifier, ModelConfig, Padding
+from pdelra.nn.operator_check import check_operators
 from pdelra.planning.config_check import config_problems
 from pdelra.planning.experiment import diagnosed_runs, lra_runs, other_jobs
 from pdelra.planning.experiment import run_config as experiment_run_config

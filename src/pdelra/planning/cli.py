@@ -26,8 +26,8 @@ thing, every selected run's model (and the LM's) can be built as configured, n_h
 generation settings can be met, and real data has its downloads. A variant of your own has each operator run
 as training will, on CPU, in seconds: forward and backward at each task's real max_length on a padded batch,
 refusing NaN or Inf in its output or gradients, a wrong shape or dtype, an exception, and outputs at valid
-positions that depend on the padding (pdelra.nn.model.check_operators). What this command adds is the line
-of a YAML syntax error in a `--configfile`: Snakemake reads that file before the workflow starts and says only
+positions that depend on the padding (pdelra.nn.operator_check). What this command adds is the line of a YAML
+syntax error in a `--configfile`: Snakemake reads that file before the workflow starts and says only
 "Config file is not valid JSON or YAML". Exit 1 if any FILE has a problem.
 """
 

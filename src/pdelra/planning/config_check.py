@@ -25,14 +25,8 @@ from pdelra.data.generate import resolve_params
 from pdelra.errors import UserError
 from pdelra.lm import grid as lm_grid
 from pdelra.lm.model import LMConfig
-from pdelra.nn.model import (
-    POINTS,
-    PROBE_SHORT_LENGTH,
-    VARIANTS,
-    ModelConfig,
-    check_operators,
-    config_row,
-)
+from pdelra.nn.model import POINTS, VARIANTS, ModelConfig, config_row
+from pdelra.nn.operator_check import PROBE_SHORT_LENGTH, check_operators
 from pdelra.planning.experiment import TASKS_OF_SOURCE
 from pdelra.planning.slurm_site import runtime_warnings
 from pdelra.training.runconfig import RunConfigError, validate_run_config
