@@ -114,34 +114,41 @@ def test_short_steps_are_timed_for_a_minimum_time() -> None:
 
 
 def test_a_steps_fixed_cost_is_not_multiplied_by_the_batch() -> None:
-    # A step of 20 ms plus 1 ms per example: batch 1 takes 21 ms, batch 32 52 ms. Timing batch 1 and
-    # scaling it (the old CPU default) said 0.67 s.
-    timed: list[int] = []
+    # A step of 20 ms plus 1 ms per example of 46 tokens: batch 32 takes 52 ms, and is timed itself. Batch 1
+    # scaled by the batch (the old CPU default) said 0.67 s.
+    timed: list[tuple[int, int]] = []
 
-    def seconds_at(batch: int) -> float:
-        timed.append(batch)
-        return 0.020 + 0.001 * batch
+    def seconds_at(batch: int, length: int) -> float:
+        timed.append((batch, length))
+        return 0.020 + 0.001 * batch * length / 46
 
-    small = P.cpu_timing(seconds_at, batch_size=32, cap=32, budget_s=2.0)
-    assert timed == [1, 32] and small["step_s"] == pytest.approx(0.052)
-    assert small["fixed_s"] == pytest.approx(0.020) and small["timed_batches"] == [1, 32]
+    small = P.cpu_timing(seconds_at, batch_size=32, cap=32, length=46, budget_s=2.0)
+    assert timed == [(1, P.FIXED_COST_LENGTH), (1, 46), (32, 46)]
+    assert small["step_s"] == pytest.approx(0.052) and small["timed_batches"] == [1, 32]
+    assert small["fixed_s"] == pytest.approx(0.020, rel=0.01)
 
-    # Half a second per example: within a 2 s budget only batch 3 is timed, and batch 32 is extrapolated
-    # along the line through batches 1 and 3 (exact for this cost).
+    # Half a second per example: within a 2 s budget only batch 3 is timed; its time beyond the fixed
+    # cost scales to batch 32 (exact for this cost).
     timed.clear()
-    slow = P.cpu_timing(lambda b: seconds_at(b) + 0.499 * b, batch_size=32, cap=32, budget_s=2.0)
-    assert timed == [1, 3] and slow["measured_batch"] == 3
-    assert slow["step_s"] == pytest.approx(0.020 + 0.5 * 32)
+    slow = P.cpu_timing(lambda b, n: seconds_at(b, n) + 0.499 * b * n / 46, 32, 32, 46, budget_s=2.0)
+    assert timed[-1] == (3, 46) and slow["measured_batch"] == 3
+    assert slow["step_s"] == pytest.approx(0.020 + 0.5 * 32, rel=0.01)  # less one token's cost
 
-    # --max-calibration-batch 1: batch 1 scaled linearly, the upper bound it always was.
-    assert P.cpu_timing(seconds_at, 32, cap=1, budget_s=2.0)["step_s"] == pytest.approx(32 * 0.021)
+    # --max-calibration-batch 1: batch 1, its cost beyond the fixed one scaled.
+    one = P.cpu_timing(seconds_at, 32, cap=1, length=46, budget_s=2.0)
+    assert one["step_s"] == pytest.approx(0.052, rel=0.02)  # less one token's cost per example
 
 
-def test_the_line_through_two_batches_stays_sane_under_noise() -> None:
-    # Batch 1 timed slower than batch 4 (noise): no negative cost per example, the larger batch's time.
-    assert P.affine_step(1, 0.05, 4, 0.04) == pytest.approx((0.04, 0.0))
-    # Superlinear (cache effects): no negative fixed part; the line through the origin and the larger batch.
-    assert P.affine_step(1, 0.01, 4, 0.08) == pytest.approx((0.0, 0.02))
+def test_noise_in_small_batches_is_not_extrapolated() -> None:
+    # Batch 1 and 2 cost about the same (threads idle at batch 1: the paper's Image on 2 cores) and batch 2
+    # timed a little faster: a line through them had no cost per example and said 1.0 s at batch 1024. The
+    # time beyond the fixed cost scales instead.
+    times = {(1, 1): 0.01, (1, 1024): 0.9, (2, 1024): 0.88}
+    image = P.cpu_timing(lambda b, n: times[(b, n)], batch_size=1024, cap=1024, length=1024, budget_s=2.0)
+    assert image["measured_batch"] == 2 and image["step_s"] == pytest.approx(0.01 + 0.87 * 512)
+    # A fixed-cost step timed slower than the batch (noise): never more than the batch's time.
+    times[(1, 1)] = 1.5
+    assert P.cpu_timing(lambda b, n: times[(b, n)], 1024, 1024, 1024, 2.0)["fixed_s"] == 0.88
 
 
 def test_a_job_batch_other_than_the_calibrated_scales_only_the_per_example_part() -> None:

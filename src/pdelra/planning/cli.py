@@ -66,18 +66,19 @@ Where the numbers come from (each is labelled in the output):
   clipping + AdamW steps (at least {min_timed} of them), after a warm-up, of the task's baseline model on
   random tokens, with the torch threads its jobs use (train.num_threads, else $SLURM_CPUS_PER_TASK, else the
   CPU affinity; `--threads` overrides). On a GPU it times the job's batch size or, when that does not fit, a
-  smaller batch scaled up linearly. On the CPU it times batch 1 and the job's batch, or, when a step of that
-  would take longer than {cpu_budget}, the largest batch within it, and extrapolates along the line through
-  the two (a step's fixed cost is not multiplied by the batch); else the job's requested `runtime`
-  (`requested`), a bound, not an estimate. Sequences are as long as the mean longest sequence of one epoch's
-  batches when the data is processed (batches are trimmed to their longest), else at max_length (an upper
-  bound). Diffusion variants cost 1-6 % more than the baseline (`pdelra bench train-step`), CTA variants
-  more with more pseudo-time steps; the calibration times the baseline only. Calibrations are kept in
-  `results/{experiment}/plan/calibration.json`, keyed by the task's model, batch and data shape, the code,
-  torch, the device and its threads, and reused (`--no-cache`: time afresh). With `--device auto` on a
-  machine without CUDA, the tasks whose jobs ask for a GPU are not timed on the CPU (minutes, and nothing a
-  GPU's time can be read from): they count at their runtime, and the output says how to time them (on a GPU
-  node, or `--device cpu`);
+  smaller batch scaled up linearly. On the CPU it times a step's fixed cost (one example of a few tokens),
+  batch 1, and the job's batch or, when a step of that would take longer than {cpu_budget}, the largest
+  batch within it, whose time beyond the fixed cost is scaled up linearly (the fixed cost is not multiplied
+  by the batch); else the job's requested `runtime` (`requested`), a bound, not an estimate. On the CPU,
+  sequences are as long as the mean longest sequence of one epoch's batches when the data is processed
+  (batches are trimmed to their longest); else (and on a GPU, whose peak memory is that of the widest batch)
+  at max_length, an upper bound. Diffusion variants cost 1-6 % more than the baseline (`pdelra bench
+  train-step`), CTA variants more with more pseudo-time steps; the calibration times the baseline only.
+  Calibrations are kept in `results/{experiment}/plan/calibration.json`, keyed by the task's model, batch
+  and data shape, the code, torch, the device and its threads, and reused (`--no-cache`: time afresh). With
+  `--device auto` on a machine without CUDA, the tasks whose jobs ask for a GPU are not timed on the CPU
+  (minutes, and nothing a GPU's time can be read from): they count at their runtime, and the output says how
+  to time them (on a GPU node, or `--device cpu`);
 - evaluation: each epoch evaluates the validation split, at one third of a training step's cost per
   example (forward only), plus one test pass per job;
 - wall-clock: the makespan of a greedy longest-job-first list schedule of the jobs' estimated times on
@@ -159,7 +160,7 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="time at most this many examples per step (default: the job's batch; on a GPU halved until it "
         "fits, then scaled up linearly; on the CPU, the largest batch whose step takes at most "
-        f"{CPU_STEP_BUDGET_S:g} s, and a larger job batch extrapolated from that and batch 1)",
+        f"{CPU_STEP_BUDGET_S:g} s, its time beyond a step's fixed cost scaled up linearly to the job's)",
     )
     parser.add_argument(
         "--no-calibration", action="store_true", help="jobs and steps only (and finished runs' times)"

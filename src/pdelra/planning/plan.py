@@ -240,10 +240,10 @@ def calibrate(
 
     Each batch size timed runs `warmup` untimed steps, then `steps` timed ones, whose median counts. On a
     GPU: the job's batch (at most `max_calibration_batch`), halved until it fits, scaled up linearly. On the
-    CPU: `cpu_timing` (batch 1 and the largest batch within `budget_s` a step, extrapolated along the line
-    through the two). Also: the peak memory estimate (bytes; CUDA: measured allocator peak, CPU: not
-    measured), the batches timed, and the fixed part of a step (`fixed_s`, which a job's other batch size
-    does not scale).
+    CPU: `cpu_timing` (a step's fixed cost, and the largest batch within `budget_s` a step, its cost beyond
+    the fixed one scaled to the job's batch). Also: the peak memory estimate (bytes; CUDA: measured
+    allocator peak, CPU: not measured), the batches timed, and the fixed part of a step (`fixed_s`, which
+    a job's other batch size does not scale).
     """
     import torch
 
@@ -252,12 +252,12 @@ def calibrate(
     length = calibration_length(data)
     cap = batch_size if max_calibration_batch is None else max(1, min(batch_size, max_calibration_batch))
 
-    def timed(batch: int) -> tuple[float, int | None]:
-        times, peak = _time_steps(model, opt, cfg, batch, length, device, steps, warmup)
+    def timed(batch: int, width: int = length) -> tuple[float, int | None]:
+        times, peak = _time_steps(model, opt, cfg, batch, width, device, steps, warmup)
         return step_time(times), peak
 
     if device.type == "cpu":
-        timing = cpu_timing(lambda batch: timed(batch)[0], batch_size, cap, budget_s)
+        timing = cpu_timing(lambda batch, width: timed(batch, width)[0], batch_size, cap, length, budget_s)
         peak_full = None
     else:
         timing, peak = _gpu_timing(timed, opt, batch_size, cap)
@@ -302,37 +302,39 @@ def _baseline_model(
 
 def calibration_length(data: Mapping[str, Any]) -> int:
     """The sequence length calibration times: the mean width of one epoch's trimmed batches where the
-    processed lengths give it (`batch_length`), else max_length (every batch full: an upper bound)."""
+    processed lengths give it (`batch_length`, on the CPU), else max_length (every batch full: an upper
+    bound; on a GPU also the peak memory of the widest batch, which is what must fit)."""
     return int(data.get("batch_length") or data["max_length"])
 
 
+FIXED_COST_LENGTH = 1  # tokens of the one-example step that times a step's fixed cost (one token's is in it)
+
+
 def cpu_timing(
-    seconds_at: Callable[[int], float], batch_size: int, cap: int, budget_s: float
+    seconds_at: Callable[[int, int], float], batch_size: int, cap: int, length: int, budget_s: float
 ) -> dict[str, Any]:
-    """Seconds per step at `batch_size` from `seconds_at(batch)` (a timed median) on the CPU.
+    """Seconds per step at `batch_size` and `length` from `seconds_at(batch, length)` (a timed median), on
+    the CPU.
 
-    A step has a fixed cost (optimizer, per-layer dispatch, clipping) besides its cost per example, so a
-    batch-1 step times the batch overestimates it (3-8x on the demo's small models). Timed at batch 1 and
-    at the largest batch up to `cap` whose step the batch-1 time predicts within `budget_s` (at least 2):
-    that batch's own time when it is the job's, else the line through the two points at `batch_size`.
-    With `cap` 1 only batch 1 is timed and scaled linearly (an upper bound)."""
-    one = seconds_at(1)
-    if cap <= 1:
-        return {"step_s": one * batch_size, "fixed_s": 0.0, "measured_batch": 1, "timed_batches": [1]}
-    larger = min(cap, max(2, int(budget_s / one)))
-    at_larger = seconds_at(larger)
-    fixed, per_example = affine_step(1, one, larger, at_larger)
-    step_s = at_larger if larger == batch_size else fixed + per_example * batch_size
-    return {"step_s": step_s, "fixed_s": fixed, "measured_batch": larger, "timed_batches": [1, larger]}
-
-
-def affine_step(small: int, at_small: float, large: int, at_large: float) -> tuple[float, float]:
-    """(fixed seconds, seconds per example) of the line through two timed batches, anchored at the larger
-    (the nearer to a job's batch). Noise can make the smaller batch look slower: the cost per example is
-    then 0, never negative; and the fixed part is at most the larger batch's time, never negative."""
-    per_example = max(at_large - at_small, 0.0) / (large - small)
-    fixed = min(max(at_large - per_example * large, 0.0), at_large)
-    return fixed, (at_large - fixed) / large
+    A step has a fixed cost (AdamW, clipping, per-layer dispatch) besides its cost per example, so the
+    batch-1 time scaled by the batch overestimates it (3-8x on the demo's small models). The fixed cost is
+    timed directly, as a step of one example of FIXED_COST_LENGTH tokens; then batch 1 at `length`, which
+    says the largest batch up to `cap` whose step stays within `budget_s`: that batch is timed, and is the
+    answer when it is the job's; else its time beyond the fixed cost is scaled to `batch_size`. (A line
+    fitted through two small batches instead extrapolates their noise a hundredfold: 1.0 s and 843 s a step
+    for the paper's Image and ListOps.)"""
+    fixed = seconds_at(1, min(FIXED_COST_LENGTH, length))
+    one = seconds_at(1, length)
+    larger = min(cap, max(1, int(budget_s / one)))
+    at_larger = one if larger == 1 else seconds_at(larger, length)
+    fixed = min(fixed, at_larger)
+    step_s = at_larger if larger == batch_size else fixed + (at_larger - fixed) * batch_size / larger
+    return {
+        "step_s": step_s,
+        "fixed_s": fixed,
+        "measured_batch": larger,
+        "timed_batches": sorted({1, larger}),
+    }
 
 
 def _gpu_timing(
@@ -489,7 +491,7 @@ def _time_steps(
 
 
 # Whose source is part of the calibration key: an edit of the timing procedure times the model again.
-TIMING_FUNCTIONS = (calibrate, _baseline_model, calibration_length, cpu_timing, affine_step, _gpu_timing,
+TIMING_FUNCTIONS = (calibrate, _baseline_model, calibration_length, cpu_timing, _gpu_timing,
                     step_time, time_calls, _time_steps)  # fmt: skip
 
 
@@ -626,7 +628,8 @@ def _calibrate_tasks(
     for task in tasks:
         model_cfg = experiment.merged(config, "model", task)
         train = experiment.merged(config, "train", task)
-        data[task] = {**task_data(config, task), "batch_length": mean_batch_width(config, task, train)}
+        width = mean_batch_width(config, task, train) if device.type == "cpu" else None
+        data[task] = {**task_data(config, task), "batch_length": width}
         task_threads[task] = calibration_threads(train, device, threads)
         keys[task] = calibration_key(task, data[task], model_cfg, train["batch_size"], device, steps,
                                      max_calibration_batch, task_threads[task])  # fmt: skip
