@@ -325,7 +325,7 @@ def cpu_timing(
     for the paper's Image and ListOps.)"""
     fixed = seconds_at(1, min(FIXED_COST_LENGTH, length))
     one = seconds_at(1, length)
-    larger = min(cap, max(1, int(budget_s / one)))
+    larger = min(cap, max(1, int(budget_s / max(one, 1e-9))))
     at_larger = one if larger == 1 else seconds_at(larger, length)
     fixed = min(fixed, at_larger)
     step_s = at_larger if larger == batch_size else fixed + (at_larger - fixed) * batch_size / larger
