@@ -14,6 +14,14 @@ from pathlib import Path
 DEFAULT_RETRIES = 2  # `retries` of profiles/slurm/profile.yaml when it cannot be read
 SLURM_PROFILE = Path("profiles/slurm/profile.yaml")
 CACHE_NAME = "plan/calibration.json"  # under results/{experiment}
+# Calibration (pdelra.planning.plan.calibrate): untimed warm-up steps per timed batch size (the first step
+# allocates AdamW's moments and the shapes' buffers, and compiles the fused operator), then the median of
+# the timed steps (one slow step, another process taking the core, does not move it).
+WARMUP_STEPS = 1
+DEFAULT_STEPS = {"cuda": 3, "cpu": 5}
+MIN_TIMED_S = 0.5  # short steps are timed until they add up to this (at most MAX_TIMED_STEPS)
+MAX_TIMED_STEPS = 200
+CPU_STEP_BUDGET_S = 2.0  # on the CPU, the longest step timed: larger batches are extrapolated from two
 
 CONFIG_DESCRIPTION = """\
 `pdelra config check FILE ...`: every check the workflow makes of a config, in plain words, up front.
@@ -54,17 +62,23 @@ Where the numbers come from (each is labelled in the output):
   the longest); the finished runs of its grid cell (rule folder, task, variant, scale, setting) under
   `results/{experiment}` (`runs`: their median `median_step_time_s` × the planned steps, or their median
   wall time where the steps are unknown, as for the LM and Continuous-Time Attention's own runs); a
-  calibration on this device (`calibrated`, LRA tasks only): a few timed forward + backward + AdamW steps of
-  the task's baseline model on random tokens at the task's max_length, at the job's batch size or, when
-  that is too slow or does not fit, at a smaller batch scaled up linearly; else the job's requested
-  `runtime` (`requested`), a bound, not an estimate. Every calibrated sequence is at max_length: an upper
-  bound where batches are trimmed to their longest. Diffusion variants cost 1-6 % more than the baseline
-  (`pdelra bench train-step`), CTA variants more with more pseudo-time steps; the calibration times the
-  baseline only. Calibrations are kept in `results/{experiment}/plan/calibration.json`, keyed by the task's
-  model, batch and data shape, the code, torch and the device, and reused (`--no-cache`: time afresh).
-  With `--device auto` on a machine without CUDA, the tasks whose jobs ask for a GPU are not timed on the
-  CPU (minutes, and nothing a GPU's time can be read from): they count at their runtime, and the output
-  says how to time them (on a GPU node, or `--device cpu`);
+  calibration on this device (`calibrated`, LRA tasks only): the median of a few timed forward + backward +
+  clipping + AdamW steps (at least {min_timed} of them), after a warm-up, of the task's baseline model on
+  random tokens, with the torch threads its jobs use (train.num_threads, else $SLURM_CPUS_PER_TASK, else the
+  CPU affinity; `--threads` overrides). On a GPU it times the job's batch size or, when that does not fit, a
+  smaller batch scaled up linearly. On the CPU it times a step's fixed cost (one example of a few tokens),
+  batch 1, and the job's batch or, when a step of that would take longer than {cpu_budget}, the largest
+  batch within it, whose time beyond the fixed cost is scaled up linearly (the fixed cost is not multiplied
+  by the batch); else the job's requested `runtime` (`requested`), a bound, not an estimate. On the CPU,
+  sequences are as long as the mean longest sequence of one epoch's batches when the data is processed
+  (batches are trimmed to their longest); else (and on a GPU, whose peak memory is that of the widest batch)
+  at max_length, an upper bound. Diffusion variants cost 1-6 % more than the baseline (`pdelra bench
+  train-step`), CTA variants more with more pseudo-time steps; the calibration times the baseline only.
+  Calibrations are kept in `results/{experiment}/plan/calibration.json`, keyed by the task's model, batch
+  and data shape, the code, torch, the device and its threads, and reused (`--no-cache`: time afresh). With
+  `--device auto` on a machine without CUDA, the tasks whose jobs ask for a GPU are not timed on the CPU
+  (minutes, and nothing a GPU's time can be read from): they count at their runtime, and the output says how
+  to time them (on a GPU node, or `--device cpu`);
 - evaluation: each epoch evaluates the validation split, at one third of a training step's cost per
   example (forward only), plus one test pass per job;
 - wall-clock: the makespan of a greedy longest-job-first list schedule of the jobs' estimated times on
@@ -78,7 +92,7 @@ Where the numbers come from (each is labelled in the output):
   its checkpoint (weights, AdamW moments, best weights: 16 bytes per parameter);
 - padding: from the processed length arrays (so only with a manifest), over one epoch of the job's batch
   size, with the task's `train.length_buckets` or, where it is off, REFERENCE_BUCKETS buckets.
-"""
+""".replace("{cpu_budget}", f"{CPU_STEP_BUDGET_S:g} s").replace("{min_timed}", f"{MIN_TIMED_S:g} s")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -136,14 +150,17 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
         "--steps",
         type=int,
         default=None,
-        help="timed calibration steps per task, after one warm-up (default: 3 on a GPU, 1 on the CPU)",
+        help=f"timed calibration steps per batch size, after {WARMUP_STEPS} warm-up step(s), and more while "
+        f"they take less than {MIN_TIMED_S:g} s; their median counts (default: {DEFAULT_STEPS['cuda']} on a "
+        f"GPU, {DEFAULT_STEPS['cpu']} on the CPU)",
     )
     parser.add_argument(
         "--max-calibration-batch",
         type=int,
         default=None,
-        help="time at most this many examples per step, scaled up linearly (default: 1 on the CPU, all on "
-        "a GPU)",
+        help="time at most this many examples per step (default: the job's batch; on a GPU halved until it "
+        "fits, then scaled up linearly; on the CPU, the largest batch whose step takes at most "
+        f"{CPU_STEP_BUDGET_S:g} s, its time beyond a step's fixed cost scaled up linearly to the job's)",
     )
     parser.add_argument(
         "--no-calibration", action="store_true", help="jobs and steps only (and finished runs' times)"
@@ -158,9 +175,15 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-cache",
         action="store_true",
         help=f"calibrate afresh (default: reuse the calibrations in RESULTS/{CACHE_NAME} made with the "
-        "same model, batch, code, torch and device, and add new ones to it)",
+        "same model, batch, code, torch, device and threads, and add new ones to it)",
     )
-    parser.add_argument("--threads", type=int, default=None, help="torch threads for the CPU calibration")
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="torch threads for the CPU calibration (default: each task's train.num_threads, else "
+        "$SLURM_CPUS_PER_TASK, else the CPU affinity: what its training jobs use)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the plan to this JSON file")
     parser.add_argument(
         "--power",

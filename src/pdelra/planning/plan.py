@@ -26,7 +26,16 @@ from pdelra.data.store import load_split
 from pdelra.errors import UserError
 from pdelra.nn.model import LRAClassifier, ModelConfig
 from pdelra.planning import experiment
-from pdelra.planning.cli import CACHE_NAME, DEFAULT_RETRIES, SLURM_PROFILE
+from pdelra.planning.cli import (
+    CACHE_NAME,
+    CPU_STEP_BUDGET_S,
+    DEFAULT_RETRIES,
+    DEFAULT_STEPS,
+    MAX_TIMED_STEPS,
+    MIN_TIMED_S,
+    SLURM_PROFILE,
+    WARMUP_STEPS,
+)
 from pdelra.planning.config_check import file_problems, with_defaults
 from pdelra.results import seeds
 from pdelra.runs import BASELINE, MAIN_SCALE
@@ -223,12 +232,55 @@ def calibrate(
     steps: int,
     max_calibration_batch: int | None,
     fused: bool,
+    warmup: int = WARMUP_STEPS,
+    budget_s: float = CPU_STEP_BUDGET_S,
 ) -> dict[str, Any]:
-    """Time `steps` train steps of the task's baseline model at (batch, max_length) on random tokens.
+    """Seconds per train step of the task's baseline model at the job's batch size, on random tokens of
+    `calibration_length(data)`, with torch's current threads (the caller sets them).
 
-    Returns seconds per step at the job's batch size, the peak memory estimate (bytes, CUDA: measured
-    allocator peak, CPU: not measured) and the batch the timing ran at.
+    Each batch size timed runs `warmup` untimed steps, then `steps` timed ones, whose median counts. On a
+    GPU: the job's batch (at most `max_calibration_batch`), halved until it fits, scaled up linearly. On the
+    CPU: `cpu_timing` (a step's fixed cost, and the largest batch within `budget_s` a step, its cost beyond
+    the fixed one scaled to the job's batch). Also: the peak memory estimate (bytes; CUDA: measured
+    allocator peak, CPU: not measured), the batches timed, and the fixed part of a step (`fixed_s`, which
+    a job's other batch size does not scale).
     """
+    import torch
+
+    model, opt, cfg = _baseline_model(task, data, model_cfg, fused, device)
+    params = sum(p.numel() for p in model.parameters())
+    length = calibration_length(data)
+    cap = batch_size if max_calibration_batch is None else max(1, min(batch_size, max_calibration_batch))
+
+    def timed(batch: int, width: int = length) -> tuple[float, int | None]:
+        times, peak = _time_steps(model, opt, cfg, batch, width, device, steps, warmup)
+        return step_time(times), peak
+
+    if device.type == "cpu":
+        timing = cpu_timing(lambda batch, width: timed(batch, width)[0], batch_size, cap, length, budget_s)
+        peak_full = None
+    else:
+        timing, peak = _gpu_timing(timed, opt, batch_size, cap)
+        static = params * 16  # weights, gradients, two AdamW moments (float32)
+        peak_full = None if peak is None else static + (peak - static) * batch_size / timing["measured_batch"]
+    return {
+        **timing,
+        "batch_size": batch_size,
+        "length": length,
+        "threads": torch.get_num_threads() if device.type == "cpu" else None,
+        "peak_memory_bytes": peak_full,
+        "parameters": params,
+        "two_tower": cfg.two_tower,
+        "_device_memory": torch.cuda.get_device_properties(device).total_memory
+        if device.type == "cuda"
+        else None,
+    }
+
+
+def _baseline_model(
+    task: str, data: Mapping[str, Any], model_cfg: Mapping[str, Any], fused: bool, device: Any
+) -> tuple[Any, Any, Any]:
+    """(model, AdamW, ModelConfig) of the task's baseline, in train mode (dropout on, as a job's)."""
     import torch
 
     keys = {k: v for k, v in model_cfg.items() if k in {f for f in ModelConfig.__dataclass_fields__}}
@@ -245,13 +297,57 @@ def calibrate(
     )
     torch.manual_seed(0)
     model = LRAClassifier(cfg).to(device).train()
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    params = sum(p.numel() for p in model.parameters())
-    length = int(data["max_length"])
-    micro = batch_size if max_calibration_batch is None else min(batch_size, max_calibration_batch)
+    return model, torch.optim.AdamW(model.parameters(), lr=1e-4), cfg
+
+
+def calibration_length(data: Mapping[str, Any]) -> int:
+    """The sequence length calibration times: the mean width of one epoch's trimmed batches where the
+    processed lengths give it (`batch_length`, on the CPU), else max_length (every batch full: an upper
+    bound; on a GPU also the peak memory of the widest batch, which is what must fit)."""
+    return int(data.get("batch_length") or data["max_length"])
+
+
+FIXED_COST_LENGTH = 1  # tokens of the one-example step that times a step's fixed cost (one token's is in it)
+
+
+def cpu_timing(
+    seconds_at: Callable[[int, int], float], batch_size: int, cap: int, length: int, budget_s: float
+) -> dict[str, Any]:
+    """Seconds per step at `batch_size` and `length` from `seconds_at(batch, length)` (a timed median), on
+    the CPU.
+
+    A step has a fixed cost (AdamW, clipping, per-layer dispatch) besides its cost per example, so the
+    batch-1 time scaled by the batch overestimates it (3-8x on the demo's small models). The fixed cost is
+    timed directly, as a step of one example of FIXED_COST_LENGTH tokens; then batch 1 at `length`, which
+    says the largest batch up to `cap` whose step stays within `budget_s`: that batch is timed, and is the
+    answer when it is the job's; else its time beyond the fixed cost is scaled to `batch_size`. (A line
+    fitted through two small batches instead extrapolates their noise a hundredfold: 1.0 s and 843 s a step
+    for the paper's Image and ListOps.)"""
+    fixed = seconds_at(1, min(FIXED_COST_LENGTH, length))
+    one = seconds_at(1, length)
+    larger = min(cap, max(1, int(budget_s / max(one, 1e-9))))
+    at_larger = one if larger == 1 else seconds_at(larger, length)
+    fixed = min(fixed, at_larger)
+    step_s = at_larger if larger == batch_size else fixed + (at_larger - fixed) * batch_size / larger
+    return {
+        "step_s": step_s,
+        "fixed_s": fixed,
+        "measured_batch": larger,
+        "timed_batches": sorted({1, larger}),
+    }
+
+
+def _gpu_timing(
+    timed: Callable[[int], tuple[float, int | None]], opt: Any, batch_size: int, cap: int
+) -> tuple[dict[str, Any], int | None]:
+    """Seconds per step at `batch_size` on a GPU, timed at `cap` or, while that runs out of memory, half of
+    it, scaled up linearly (at the batches a GPU runs, a step's fixed cost is small); and the peak memory."""
+    import torch
+
+    micro = cap
     while True:
         try:
-            seconds, peak = _time_steps(model, opt, cfg, micro, length, device, steps)
+            seconds, peak = timed(micro)
             break
         except torch.OutOfMemoryError:
             if micro == 1:
@@ -259,23 +355,44 @@ def calibrate(
             micro = max(1, micro // 2)
             opt.zero_grad(set_to_none=True)
             torch.cuda.empty_cache()
-    scale = batch_size / micro
-    static = params * 16  # weights, gradients, two AdamW moments (float32)
-    peak_full = None if peak is None else static + (peak - static) * scale
-    return {
-        "step_s": seconds * scale,
-        "batch_size": batch_size,
-        "measured_batch": micro,
-        "peak_memory_bytes": peak_full,
-        "parameters": params,
-        "two_tower": cfg.two_tower,
-        "_device_memory": torch.cuda.get_device_properties(device).total_memory
-        if device.type == "cuda"
-        else None,
-    }
+    timing = {"step_s": seconds * batch_size / micro, "fixed_s": 0.0, "measured_batch": micro}
+    return {**timing, "timed_batches": [micro]}, peak
 
 
-# The sources a calibration exercises (besides calibrate and _time_steps themselves): an edit of one of them
+def step_time(times: list[float]) -> float:
+    """The typical step of a timed series: its median, which one step slowed by another process (or a
+    garbage collection) does not move, as it moves a mean."""
+    if not times:
+        raise ValueError("no timed steps: give at least one")
+    return statistics.median(times)
+
+
+def time_calls(
+    call: Callable[[], None],
+    steps: int,
+    warmup: int,
+    sync: Callable[[], None] = lambda: None,
+    clock: Callable[[], float] = time.perf_counter,
+    min_seconds: float = 0.0,
+    max_steps: int = MAX_TIMED_STEPS,
+) -> list[float]:
+    """Seconds of each timed call after `warmup` untimed ones: `steps` calls, and more while they add up to
+    less than `min_seconds` (at most `max_steps`): the median of five 10-ms steps moves with any burst of
+    another process, that of half a second of them much less. `sync` waits for queued device work before
+    each clock reading, so that a time is the call's work and not its launch."""
+    for _ in range(warmup):
+        call()
+    times: list[float] = []
+    while len(times) < steps or (sum(times) < min_seconds and len(times) < max_steps):
+        sync()
+        start = clock()
+        call()
+        sync()
+        times.append(clock() - start)
+    return times
+
+
+# The sources a calibration exercises (besides TIMING_FUNCTIONS themselves): an edit of one of them
 # times the model again.
 CALIBRATED_SOURCES = ("nn/model.py", "nn/ops.py", "nn/fused.py")  # under the package root
 
@@ -288,10 +405,11 @@ def calibration_key(
     device: Any,
     steps: int,
     max_calibration_batch: int | None,
+    threads: int | None = None,
 ) -> str:
-    """What a calibration depends on, hashed: the task's model, batch and data shape, the timed steps and
-    probe batch, the code (CALIBRATED_SOURCES and the timing functions), torch and the device (its name; on
-    CPU also its threads)."""
+    """What a calibration depends on, hashed: the task's model, batch and data shape (with the batch width
+    timed), the timed steps, warm-up, probe batch and CPU budget, the code (CALIBRATED_SOURCES and the timing
+    functions), torch and the device (its name; on the CPU also the `threads` the timing runs with)."""
     import hashlib
     import inspect
     import platform
@@ -301,18 +419,21 @@ def calibration_key(
     code = hashlib.sha256()
     for name in CALIBRATED_SOURCES:
         code.update(name.encode() + b"\0" + (Path(__file__).parents[1] / name).read_bytes())
-    for function in (calibrate, _time_steps):
+    for function in TIMING_FUNCTIONS:
         code.update(inspect.getsource(function).encode())
     if device.type == "cuda":
         where = torch.cuda.get_device_name(device)
     else:
-        where = f"{device.type} {platform.machine()} {platform.processor()} threads={torch.get_num_threads()}"
+        where = f"{device.type} {platform.machine()} {platform.processor()} threads={threads}"
     identity = {
         "task": task,
-        "data": {k: data.get(k) for k in ("vocab_size", "num_classes", "max_length")},
+        "data": {k: data.get(k) for k in ("vocab_size", "num_classes", "max_length", "batch_length")},
         "model": dict(model_cfg),
         "batch_size": batch_size,
         "steps": steps,
+        "warmup": WARMUP_STEPS,
+        "cpu_budget_s": CPU_STEP_BUDGET_S,
+        "min_timed_s": MIN_TIMED_S,
         "max_calibration_batch": max_calibration_batch,
         "code": code.hexdigest(),
         "torch": torch.__version__,
@@ -333,8 +454,11 @@ def _read_cache(cache: Path | None) -> dict[str, dict[str, Any]]:
 
 
 def _time_steps(
-    model: Any, opt: Any, cfg: Any, batch: int, length: int, device: Any, steps: int
-) -> tuple[float, int | None]:
+    model: Any, opt: Any, cfg: Any, batch: int, length: int, device: Any, steps: int, warmup: int
+) -> tuple[list[float], int | None]:
+    """The times of `steps` train steps at (batch, length) after `warmup` untimed ones, and the CUDA
+    allocator's peak (None on the CPU). A step is what the trainer times (pdelra.training.runner._step):
+    forward, loss and its value, backward, gradient clipping, AdamW."""
     import torch
     import torch.nn.functional as F
 
@@ -346,27 +470,29 @@ def _time_steps(
     autocast = device.type == "cuda" and torch.cuda.is_bf16_supported()
 
     def step() -> None:
+        opt.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             logits = model(*inputs)
         loss = F.cross_entropy(logits.float(), labels)
-        opt.zero_grad(set_to_none=True)
+        loss.item()  # the trainer reads each step's loss (a device sync on a GPU)
         loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # its cost, whatever the bound
         opt.step()
+
+    def sync() -> None:
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
 
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    step()  # warm-up (and compilation of the fused operator, if any)
-    times = []
-    for _ in range(steps):
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        start = time.perf_counter()
-        step()
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-        times.append(time.perf_counter() - start)
+    times = time_calls(step, steps, warmup, sync, min_seconds=MIN_TIMED_S)
     peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None
-    return statistics.median(times), peak
+    return times, peak
+
+
+# Whose source is part of the calibration key: an edit of the timing procedure times the model again.
+TIMING_FUNCTIONS = (calibrate, _baseline_model, calibration_length, cpu_timing, _gpu_timing,
+                    step_time, time_calls, _time_steps)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -380,7 +506,7 @@ def stderr_progress(message: str) -> None:
 def make_plan(
     config: Mapping[str, Any],
     device: Any,
-    steps: int = 3,
+    steps: int | None = None,
     max_calibration_batch: int | None = None,
     results: Path | None = None,
     calibrate_tasks: bool = True,
@@ -389,11 +515,14 @@ def make_plan(
     progress: Callable[[str], None] = stderr_progress,
     cache: Path | None = None,
     calibrate_gpu_jobs: bool = True,
+    threads: int | None = None,
 ) -> dict[str, Any]:
     """The plan of every job of `config` (see the module's docstring); `progress` gets one line per task
-    calibrated. `cache`: a JSON file of earlier calibrations to reuse and extend (None: calibrate afresh).
+    calibrated. `steps`: timed calibration steps per batch size (None: DEFAULT_STEPS of the device's type).
+    `cache`: a JSON file of earlier calibrations to reuse and extend (None: calibrate afresh).
     `calibrate_gpu_jobs` False leaves the tasks whose jobs ask for a GPU uncalibrated (on a CPU their
-    timing would say nothing of a GPU's)."""
+    timing would say nothing of a GPU's). `threads`: torch threads of a CPU calibration, for every task
+    (None: each task's jobs' own, `calibration_threads`)."""
     try:
         jobs = experiment.training_jobs(config)
         other = experiment.other_jobs(config)
@@ -408,10 +537,10 @@ def make_plan(
     # The LRA tasks with a job that no finished run times: only these are calibrated.
     untimed = {job.task for job in jobs if job.rule in LRA_RULES and _cell(job) not in cells}
     skipped = sorted(t for t in untimed if not calibrate_gpu_jobs and _task_gpus(config, t) > 0)
+    steps = DEFAULT_STEPS[device.type] if steps is None else steps
+    timed = sorted(untimed - set(skipped))
     calibrations = (
-        _calibrate_tasks(
-            config, sorted(untimed - set(skipped)), device, steps, max_calibration_batch, progress, cache
-        )
+        _calibrate_tasks(config, timed, device, steps, max_calibration_batch, progress, cache, threads)
         if calibrate_tasks
         else {}
     )
@@ -487,16 +616,23 @@ def _calibrate_tasks(
     max_calibration_batch: int | None,
     progress: Callable[[str], None],
     cache: Path | None = None,
+    threads: int | None = None,
 ) -> dict[str, dict[str, Any]]:
     """{task: calibration}: each task's from `cache` when an earlier plan timed the same model, batch, data
-    shape, code and device, else timed now (and added to the cache)."""
+    shape, code, device and threads, else timed now (and added to the cache). On the CPU each task is timed
+    with its jobs' threads (`calibration_threads`; `threads` overrides), and torch's are restored after."""
+    import torch
+
     known = _read_cache(cache)
-    keys, out = {}, {}
+    keys, data, task_threads, out = {}, {}, {}, {}
     for task in tasks:
         model_cfg = experiment.merged(config, "model", task)
-        batch = experiment.merged(config, "train", task)["batch_size"]
-        keys[task] = calibration_key(task, task_data(config, task), model_cfg, batch, device, steps,
-                                     max_calibration_batch)  # fmt: skip
+        train = experiment.merged(config, "train", task)
+        width = mean_batch_width(config, task, train) if device.type == "cpu" else None
+        data[task] = {**task_data(config, task), "batch_length": width}
+        task_threads[task] = calibration_threads(train, device, threads)
+        keys[task] = calibration_key(task, data[task], model_cfg, train["batch_size"], device, steps,
+                                     max_calibration_batch, task_threads[task])  # fmt: skip
         if keys[task] in known:
             out[task] = known[keys[task]]
     todo = [task for task in tasks if task not in out]
@@ -504,24 +640,62 @@ def _calibrate_tasks(
         progress(f"calibrations of {', '.join(sorted(out))} reused from {cache}")
     if todo:
         progress(
-            f"calibrating {len(todo)} task(s) on {device}: {steps} timed step(s) each, after one warm-up"
+            f"calibrating {len(todo)} task(s) on {device}: the median of {steps} timed step(s) per batch "
+            f"size, after {WARMUP_STEPS} warm-up step(s)"
         )
-    started = time.monotonic()
-    for number, task in enumerate(todo, start=1):
-        model_cfg = experiment.merged(config, "model", task)
-        batch = experiment.merged(config, "train", task)["batch_size"]
-        fused = bool(model_cfg.get("fused_diffusion", True))
-        out[task] = calibrate(
-            task, task_data(config, task), model_cfg, batch, device, steps, max_calibration_batch, fused
-        )
-        elapsed = time.monotonic() - started
-        progress(
-            f"  {task}: {out[task]['step_s']:.3f} s/step at batch {batch} (timed at "
-            f"{out[task]['measured_batch']}) [{number}/{len(todo)}, {elapsed:.0f} s elapsed]"
-        )
+    started, before = time.monotonic(), torch.get_num_threads()
+    try:
+        for number, task in enumerate(todo, start=1):
+            if task_threads[task] is not None:
+                torch.set_num_threads(task_threads[task])
+            model_cfg = experiment.merged(config, "model", task)
+            batch = experiment.merged(config, "train", task)["batch_size"]
+            fused = bool(model_cfg.get("fused_diffusion", True))
+            out[task] = calibrate(
+                task, data[task], model_cfg, batch, device, steps, max_calibration_batch, fused
+            )
+            progress(_calibrated_line(task, out[task], number, len(todo), time.monotonic() - started))
+    finally:
+        torch.set_num_threads(before)
     if cache is not None and todo:
         write_json_atomic(cache, {**known, **{keys[task]: out[task] for task in todo}})
     return out
+
+
+def calibration_threads(train: Mapping[str, Any], device: Any, threads: int | None = None) -> int | None:
+    """The torch threads a task is timed with on the CPU: `threads` (--threads) when given, else those its
+    training jobs take (`pdelra.training.device.cpu_threads`: train.num_threads, else $SLURM_CPUS_PER_TASK,
+    else the CPU affinity); None on a GPU (where the threads do not set the step time)."""
+    from pdelra.training.device import cpu_threads
+
+    if device.type != "cpu":
+        return None
+    return threads if threads is not None else cpu_threads(train.get("num_threads"))
+
+
+def mean_batch_width(config: Mapping[str, Any], task: str, train: Mapping[str, Any]) -> int | None:
+    """The mean width of one epoch's training batches (each trimmed to its longest example; of a pair, the
+    longer document), in the order a job draws them (with the task's `train.length_buckets`): the length
+    calibration times. None without processed data (calibration then times max_length)."""
+    if task not in config["tasks"] or task_data(config, task)["source"] != "manifest":
+        return None
+    split = load_split(Path(config["data"]["processed_dir"]) / task, "train")
+    lengths, size = B.example_lengths(split), train["batch_size"]
+    order = B.train_order(split, 0, 0, size, train.get("length_buckets"))
+    widths = [int(lengths[order[begin : begin + size]].max()) for begin in range(0, len(order), size)]
+    return max(1, round(statistics.mean(widths))) if widths else None
+
+
+def _calibrated_line(
+    task: str, calibration: Mapping[str, Any], number: int, total: int, elapsed: float
+) -> str:
+    """One progress line: the step time, the batches and length timed, and the threads."""
+    timed = " and ".join(str(batch) for batch in calibration["timed_batches"])
+    threads = "" if calibration["threads"] is None else f", {calibration['threads']} thread(s)"
+    return (
+        f"  {task}: {calibration['step_s']:.3f} s/step at batch {calibration['batch_size']} (timed at "
+        f"{timed}, length {calibration['length']}{threads}) [{number}/{total}, {elapsed:.0f} s elapsed]"
+    )
 
 
 def _job_estimate(
@@ -556,7 +730,7 @@ def _job_estimate(
     elif cell is not None and "wall_s" in cell:
         seconds, source = cell["wall_s"] * job.runs, "runs"
     elif calibration is not None and steps is not None:
-        step_s, source = calibration["step_s"] / calibration["batch_size"] * train["batch_size"], "calibrated"
+        step_s, source = calibrated_step(calibration, train["batch_size"]), "calibrated"
     if step_s is not None:
         epochs = min(train["max_epochs"], math.ceil(steps / math.ceil(counts["train"] / train["batch_size"])))
         per_example = step_s / train["batch_size"]
@@ -574,6 +748,13 @@ def _job_estimate(
         "attempts": attempts_needed(seconds, job.runtime_min, retries, job.max_runtime),
         "done": own is not None,
     }
+
+
+def calibrated_step(calibration: Mapping[str, Any], batch_size: int) -> float:
+    """A calibration's seconds per step at a job's `batch_size` (a setting may change it): its fixed part
+    as timed, its part per example scaled by the batch."""
+    fixed = min(float(calibration.get("fixed_s", 0.0)), calibration["step_s"])  # older caches: all scaled
+    return fixed + (calibration["step_s"] - fixed) * batch_size / calibration["batch_size"]
 
 
 def _row(
@@ -619,6 +800,8 @@ def _row(
         "max_attempts": None if None in attempts else max(attempts, default=None),
         "failing_jobs": attempts.count(None),
         "calibration_batch": None if calibration is None else calibration["measured_batch"],
+        "calibration_threads": None if calibration is None else calibration.get("threads"),
+        "calibration_length": None if calibration is None else calibration.get("length"),
         "peak_memory_bytes": peak,
         "needs_micro_batching": None if peak is None else micro is not None,
         "suggested_micro_batch_size": micro,
@@ -802,8 +985,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.gpus < 1:
         raise PlanError(f"--gpus {args.gpus}: give at least 1")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if args.threads is not None and args.threads < 1:
+        raise PlanError(f"--threads {args.threads}: give at least 1")
     name = args.device
     # auto on a machine without CUDA: timing a GPU job's model on the CPU takes minutes and says nothing of
     # the GPU, so those tasks count at their runtime (the output says how to time them).
@@ -811,23 +994,20 @@ def run(args: argparse.Namespace) -> int:
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(name)
-    on_cpu = device.type == "cpu"
-    max_batch = args.max_calibration_batch
-    if max_batch is None and on_cpu:
-        max_batch = 1
     config = load_config(args.config)
     results = args.results or Path("results") / config["experiment"]
     plan = make_plan(
         config,
         device,
-        steps=args.steps if args.steps is not None else (1 if on_cpu else 3),
-        max_calibration_batch=max_batch,
+        steps=args.steps,
+        max_calibration_batch=args.max_calibration_batch,
         results=results,
         calibrate_tasks=not args.no_calibration,
         gpus=args.gpus,
         retries=slurm_retries() if args.retries is None else args.retries,
         cache=None if args.no_cache else results / CACHE_NAME,
         calibrate_gpu_jobs=calibrate_gpu_jobs,
+        threads=args.threads,
     )
     print_plan(plan, title=f"plan of {args.config}")
     if args.power:
