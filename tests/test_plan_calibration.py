@@ -13,6 +13,7 @@ import yaml
 from conftest import load_config
 from test_training import make_task
 
+from pdelra.planning import calibration as K
 from pdelra.planning import plan as P
 
 CPU = torch.device("cpu")
@@ -33,18 +34,18 @@ def _listops_config(tmp_path: Path, num_threads: int | None) -> Path:
 
 def test_threads_are_the_jobs_unless_given() -> None:
     # The rule of pdelra.training.device.cpu_threads: config, else Slurm's grant, else the affinity.
-    assert P.calibration_threads({"num_threads": 3}, CPU) == 3
-    assert P.calibration_threads({"num_threads": 3}, CPU, threads=2) == 2
-    assert P.calibration_threads({"num_threads": 3}, torch.device("cuda")) is None
+    assert K.calibration_threads({"num_threads": 3}, CPU) == 3
+    assert K.calibration_threads({"num_threads": 3}, CPU, threads=2) == 2
+    assert K.calibration_threads({"num_threads": 3}, torch.device("cuda")) is None
 
 
 def test_threads_fall_back_to_slurms_grant(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
-    assert P.calibration_threads({"num_threads": None}, CPU) == 3
+    assert K.calibration_threads({"num_threads": None}, CPU) == 3
     monkeypatch.delenv("SLURM_CPUS_PER_TASK")
     import os
 
-    assert P.calibration_threads({}, CPU) == len(os.sched_getaffinity(0))
+    assert K.calibration_threads({}, CPU) == len(os.sched_getaffinity(0))
 
 
 def test_the_plan_calibrates_with_the_configs_threads_and_flag_overrides(
@@ -77,8 +78,8 @@ def test_the_plan_calibrates_with_the_configs_threads_and_flag_overrides(
 
 def test_the_key_follows_the_threads() -> None:
     data = {"vocab_size": 10, "num_classes": 2, "max_length": 24}
-    one, two = (P.calibration_key("listops", data, {}, 16, CPU, 5, None, threads) for threads in (1, 2))
-    assert one != two and one == P.calibration_key("listops", data, {}, 16, CPU, 5, None, 1)
+    one, two = (K.calibration_key("listops", data, {}, 16, CPU, 5, None, threads) for threads in (1, 2))
+    assert one != two and one == K.calibration_key("listops", data, {}, 16, CPU, 5, None, 1)
 
 
 def test_the_median_step_ignores_the_warm_up_and_one_slow_step() -> None:
@@ -90,11 +91,11 @@ def test_the_median_step_ignores_the_warm_up_and_one_slow_step() -> None:
     def step() -> None:
         now[0] += next(costs)
 
-    times = P.time_calls(step, steps=5, warmup=1, clock=lambda: now[0])
+    times = K.time_calls(step, steps=5, warmup=1, clock=lambda: now[0])
     assert times == pytest.approx([0.1, 0.1, 5.0, 0.1, 0.1])
-    assert P.step_time(times) == pytest.approx(0.1)
+    assert K.step_time(times) == pytest.approx(0.1)
     with pytest.raises(ValueError):
-        P.step_time([])
+        K.step_time([])
 
 
 def test_short_steps_are_timed_for_a_minimum_time() -> None:
@@ -108,9 +109,9 @@ def test_short_steps_are_timed_for_a_minimum_time() -> None:
     def clock() -> float:
         return now[0]
 
-    assert len(P.time_calls(step, steps=5, warmup=1, clock=clock, min_seconds=0.5)) == 50
-    assert len(P.time_calls(step, steps=5, warmup=1, clock=clock, min_seconds=0.5, max_steps=20)) == 20
-    assert len(P.time_calls(step, steps=5, warmup=1, clock=clock)) == 5  # long enough already
+    assert len(K.time_calls(step, steps=5, warmup=1, clock=clock, min_seconds=0.5)) == 50
+    assert len(K.time_calls(step, steps=5, warmup=1, clock=clock, min_seconds=0.5, max_steps=20)) == 20
+    assert len(K.time_calls(step, steps=5, warmup=1, clock=clock)) == 5  # long enough already
 
 
 def test_a_steps_fixed_cost_is_not_multiplied_by_the_batch() -> None:
@@ -122,20 +123,20 @@ def test_a_steps_fixed_cost_is_not_multiplied_by_the_batch() -> None:
         timed.append((batch, length))
         return 0.020 + 0.001 * batch * length / 46
 
-    small = P.cpu_timing(seconds_at, batch_size=32, cap=32, length=46, budget_s=2.0)
-    assert timed == [(1, P.FIXED_COST_LENGTH), (1, 46), (32, 46)]
+    small = K.cpu_timing(seconds_at, batch_size=32, cap=32, length=46, budget_s=2.0)
+    assert timed == [(1, K.FIXED_COST_LENGTH), (1, 46), (32, 46)]
     assert small["step_s"] == pytest.approx(0.052) and small["timed_batches"] == [1, 32]
     assert small["fixed_s"] == pytest.approx(0.020, rel=0.01)
 
     # Half a second per example: within a 2 s budget only batch 3 is timed; its time beyond the fixed
     # cost scales to batch 32 (exact for this cost).
     timed.clear()
-    slow = P.cpu_timing(lambda b, n: seconds_at(b, n) + 0.499 * b * n / 46, 32, 32, 46, budget_s=2.0)
+    slow = K.cpu_timing(lambda b, n: seconds_at(b, n) + 0.499 * b * n / 46, 32, 32, 46, budget_s=2.0)
     assert timed[-1] == (3, 46) and slow["measured_batch"] == 3
     assert slow["step_s"] == pytest.approx(0.020 + 0.5 * 32, rel=0.01)  # less one token's cost
 
     # --max-calibration-batch 1: batch 1, its cost beyond the fixed one scaled.
-    one = P.cpu_timing(seconds_at, 32, cap=1, length=46, budget_s=2.0)
+    one = K.cpu_timing(seconds_at, 32, cap=1, length=46, budget_s=2.0)
     assert one["step_s"] == pytest.approx(0.052, rel=0.02)  # less one token's cost per example
 
 
@@ -144,18 +145,18 @@ def test_noise_in_small_batches_is_not_extrapolated() -> None:
     # timed a little faster: a line through them had no cost per example and said 1.0 s at batch 1024. The
     # time beyond the fixed cost scales instead.
     times = {(1, 1): 0.01, (1, 1024): 0.9, (2, 1024): 0.88}
-    image = P.cpu_timing(lambda b, n: times[(b, n)], batch_size=1024, cap=1024, length=1024, budget_s=2.0)
+    image = K.cpu_timing(lambda b, n: times[(b, n)], batch_size=1024, cap=1024, length=1024, budget_s=2.0)
     assert image["measured_batch"] == 2 and image["step_s"] == pytest.approx(0.01 + 0.87 * 512)
     # A fixed-cost step timed slower than the batch (noise): never more than the batch's time.
     times[(1, 1)] = 1.5
-    assert P.cpu_timing(lambda b, n: times[(b, n)], 1024, 1024, 1024, 2.0)["fixed_s"] == 0.88
+    assert K.cpu_timing(lambda b, n: times[(b, n)], 1024, 1024, 1024, 2.0)["fixed_s"] == 0.88
 
 
 def test_a_job_batch_other_than_the_calibrated_scales_only_the_per_example_part() -> None:
     calibration = {"step_s": 0.052, "fixed_s": 0.020, "batch_size": 32}
-    assert P.calibrated_step(calibration, 32) == pytest.approx(0.052)
-    assert P.calibrated_step(calibration, 64) == pytest.approx(0.084)
-    assert P.calibrated_step({"step_s": 0.052, "batch_size": 32}, 64) == pytest.approx(0.104)  # older cache
+    assert K.calibrated_step(calibration, 32) == pytest.approx(0.052)
+    assert K.calibrated_step(calibration, 64) == pytest.approx(0.084)
+    assert K.calibrated_step({"step_s": 0.052, "batch_size": 32}, 64) == pytest.approx(0.104)  # older cache
 
 
 def test_calibration_times_the_width_of_trimmed_batches(tmp_path: Path) -> None:
@@ -174,4 +175,4 @@ def test_calibration_times_the_width_of_trimmed_batches(tmp_path: Path) -> None:
     # Without processed data: None, and calibration times max_length.
     config["data"]["processed_dir"] = str(tmp_path / "absent")
     assert P.mean_batch_width(config, "listops", train) is None
-    assert P.calibration_length({"max_length": 64, "batch_length": None}) == 64
+    assert K.calibration_length({"max_length": 64, "batch_length": None}) == 64

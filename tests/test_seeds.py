@@ -155,10 +155,10 @@ def test_plan_power_prices_extra_seeds_from_the_plan_even_when_small(
 ) -> None:
     """A CPU study whose runs took 57 s in all: 3 seeds cost 0.0159 device-hours, not "0" (the plan's total,
     finished runs included, per seed of the config); the paper's claims it does not run are one line."""
-    from pdelra.planning.plan import print_power
+    from pdelra.planning.plan_text import print_power
 
     config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text()) | OWN_STUDY
-    print_power(config, {"tasks": [{"rule": "train", "task": "listops", "device_hours": 0.0159}]}, None)
+    print_power(config, None, 0.0159, "device-hours")
     printed = capsys.readouterr().out
     assert "what seed counts buy (device-hours: this plan's 0.0159 h of LRA training / 3 seed(s))" in printed
     row = next(line.split() for line in printed.splitlines() if line.split()[:1] == ["5"])

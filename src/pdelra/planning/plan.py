@@ -17,30 +17,36 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pdelra import runs as run_layout
 from pdelra.atomic import write_json_atomic
 from pdelra.data.generate import DEFAULTS
 from pdelra.data.store import load_split
 from pdelra.errors import UserError
-from pdelra.nn.model import LRAClassifier, ModelConfig
 from pdelra.planning import experiment
+from pdelra.planning.calibration import (
+    calibrate,
+    calibrated_step,
+    calibration_key,
+    calibration_threads,
+    read_cache,
+)
 from pdelra.planning.cli import (
     CACHE_NAME,
-    CPU_STEP_BUDGET_S,
     DEFAULT_RETRIES,
     DEFAULT_STEPS,
-    MAX_TIMED_STEPS,
-    MIN_TIMED_S,
     SLURM_PROFILE,
     WARMUP_STEPS,
 )
 from pdelra.planning.config_check import file_problems, with_defaults
-from pdelra.results import seeds
-from pdelra.runs import BASELINE, MAIN_SCALE
+from pdelra.planning.plan_text import print_plan, print_power
 from pdelra.training import batches as B
 from pdelra.training.schedule import planned_steps
+
+if TYPE_CHECKING:
+    import pandas as pd
+
 
 # Published LRA split sizes (Tay et al. 2021; Pathfinder-32 split 80/10/10 and IMDb/CIFAR-10 validation carved
 # out of train by preprocessing, as this project does): used only without a manifest or generate sizes.
@@ -160,6 +166,19 @@ def cell_medians(finished: Mapping[RunFile, Mapping[str, float | None]]) -> dict
     }
 
 
+def mean_batch_width(config: Mapping[str, Any], task: str, train: Mapping[str, Any]) -> int | None:
+    """The mean width of one epoch's training batches (each trimmed to its longest example; of a pair, the
+    longer document), in the order a job draws them (with the task's `train.length_buckets`): the length
+    calibration times. None without processed data (calibration then times max_length)."""
+    if task not in config["tasks"] or task_data(config, task)["source"] != "manifest":
+        return None
+    split = load_split(Path(config["data"]["processed_dir"]) / task, "train")
+    lengths, size = B.example_lengths(split), train["batch_size"]
+    order = B.train_order(split, 0, 0, size, train.get("length_buckets"))
+    widths = [int(lengths[order[begin : begin + size]].max()) for begin in range(0, len(order), size)]
+    return max(1, round(statistics.mean(widths))) if widths else None
+
+
 def padding_ratios(
     config: Mapping[str, Any], task: str, train: Mapping[str, Any]
 ) -> tuple[float, float, int]:
@@ -221,278 +240,6 @@ def slurm_retries(profile: Path = SLURM_PROFILE) -> int:
         return int(yaml.safe_load(profile.read_text())["retries"])
     except (OSError, KeyError, TypeError, ValueError, yaml.YAMLError):
         return DEFAULT_RETRIES
-
-
-def calibrate(
-    task: str,
-    data: Mapping[str, Any],
-    model_cfg: Mapping[str, Any],
-    batch_size: int,
-    device: Any,
-    steps: int,
-    max_calibration_batch: int | None,
-    fused: bool,
-    warmup: int = WARMUP_STEPS,
-    budget_s: float = CPU_STEP_BUDGET_S,
-) -> dict[str, Any]:
-    """Seconds per train step of the task's baseline model at the job's batch size, on random tokens of
-    `calibration_length(data)`, with torch's current threads (the caller sets them).
-
-    Each batch size timed runs `warmup` untimed steps, then `steps` timed ones, whose median counts. On a
-    GPU: the job's batch (at most `max_calibration_batch`), halved until it fits, scaled up linearly. On the
-    CPU: `cpu_timing` (a step's fixed cost, and the largest batch within `budget_s` a step, its cost beyond
-    the fixed one scaled to the job's batch). Also: the peak memory estimate (bytes; CUDA: measured
-    allocator peak, CPU: not measured), the batches timed, and the fixed part of a step (`fixed_s`, which
-    a job's other batch size does not scale).
-    """
-    import torch
-
-    model, opt, cfg = _baseline_model(task, data, model_cfg, fused, device)
-    params = sum(p.numel() for p in model.parameters())
-    length = calibration_length(data)
-    cap = batch_size if max_calibration_batch is None else max(1, min(batch_size, max_calibration_batch))
-
-    def timed(batch: int, width: int = length) -> tuple[float, int | None]:
-        times, peak = _time_steps(model, opt, cfg, batch, width, device, steps, warmup)
-        return step_time(times), peak
-
-    if device.type == "cpu":
-        timing = cpu_timing(lambda batch, width: timed(batch, width)[0], batch_size, cap, length, budget_s)
-        peak_full = None
-    else:
-        timing, peak = _gpu_timing(timed, opt, batch_size, cap)
-        static = params * 16  # weights, gradients, two AdamW moments (float32)
-        peak_full = None if peak is None else static + (peak - static) * batch_size / timing["measured_batch"]
-    return {
-        **timing,
-        "batch_size": batch_size,
-        "length": length,
-        "threads": torch.get_num_threads() if device.type == "cpu" else None,
-        "peak_memory_bytes": peak_full,
-        "parameters": params,
-        "two_tower": cfg.two_tower,
-        "_device_memory": torch.cuda.get_device_properties(device).total_memory
-        if device.type == "cuda"
-        else None,
-    }
-
-
-def _baseline_model(
-    task: str, data: Mapping[str, Any], model_cfg: Mapping[str, Any], fused: bool, device: Any
-) -> tuple[Any, Any, Any]:
-    """(model, AdamW, ModelConfig) of the task's baseline, in train mode (dropout on, as a job's)."""
-    import torch
-
-    keys = {k: v for k, v in model_cfg.items() if k in {f for f in ModelConfig.__dataclass_fields__}}
-    keys["fused_diffusion"] = fused
-    keys.pop("operators", None)  # the baseline: a config variant's operators are not part of it
-    cfg = ModelConfig(
-        vocab_size=int(data["vocab_size"]),
-        num_classes=int(data["num_classes"]),
-        max_length=int(data["max_length"]),
-        variant=BASELINE,
-        scale=MAIN_SCALE,
-        two_tower=task == "retrieval",
-        **keys,
-    )
-    torch.manual_seed(0)
-    model = LRAClassifier(cfg).to(device).train()
-    return model, torch.optim.AdamW(model.parameters(), lr=1e-4), cfg
-
-
-def calibration_length(data: Mapping[str, Any]) -> int:
-    """The sequence length calibration times: the mean width of one epoch's trimmed batches where the
-    processed lengths give it (`batch_length`, on the CPU), else max_length (every batch full: an upper
-    bound; on a GPU also the peak memory of the widest batch, which is what must fit)."""
-    return int(data.get("batch_length") or data["max_length"])
-
-
-FIXED_COST_LENGTH = 1  # tokens of the one-example step that times a step's fixed cost (one token's is in it)
-
-
-def cpu_timing(
-    seconds_at: Callable[[int, int], float], batch_size: int, cap: int, length: int, budget_s: float
-) -> dict[str, Any]:
-    """Seconds per step at `batch_size` and `length` from `seconds_at(batch, length)` (a timed median), on
-    the CPU.
-
-    A step has a fixed cost (AdamW, clipping, per-layer dispatch) besides its cost per example, so the
-    batch-1 time scaled by the batch overestimates it (3-8x on the demo's small models). The fixed cost is
-    timed directly, as a step of one example of FIXED_COST_LENGTH tokens; then batch 1 at `length`, which
-    says the largest batch up to `cap` whose step stays within `budget_s`: that batch is timed, and is the
-    answer when it is the job's; else its time beyond the fixed cost is scaled to `batch_size`. (A line
-    fitted through two small batches instead extrapolates their noise a hundredfold: 1.0 s and 843 s a step
-    for the paper's Image and ListOps.)"""
-    fixed = seconds_at(1, min(FIXED_COST_LENGTH, length))
-    one = seconds_at(1, length)
-    larger = min(cap, max(1, int(budget_s / max(one, 1e-9))))
-    at_larger = one if larger == 1 else seconds_at(larger, length)
-    fixed = min(fixed, at_larger)
-    step_s = at_larger if larger == batch_size else fixed + (at_larger - fixed) * batch_size / larger
-    return {
-        "step_s": step_s,
-        "fixed_s": fixed,
-        "measured_batch": larger,
-        "timed_batches": sorted({1, larger}),
-    }
-
-
-def _gpu_timing(
-    timed: Callable[[int], tuple[float, int | None]], opt: Any, batch_size: int, cap: int
-) -> tuple[dict[str, Any], int | None]:
-    """Seconds per step at `batch_size` on a GPU, timed at `cap` or, while that runs out of memory, half of
-    it, scaled up linearly (at the batches a GPU runs, a step's fixed cost is small); and the peak memory."""
-    import torch
-
-    micro = cap
-    while True:
-        try:
-            seconds, peak = timed(micro)
-            break
-        except torch.OutOfMemoryError:
-            if micro == 1:
-                raise
-            micro = max(1, micro // 2)
-            opt.zero_grad(set_to_none=True)
-            torch.cuda.empty_cache()
-    timing = {"step_s": seconds * batch_size / micro, "fixed_s": 0.0, "measured_batch": micro}
-    return {**timing, "timed_batches": [micro]}, peak
-
-
-def step_time(times: list[float]) -> float:
-    """The typical step of a timed series: its median, which one step slowed by another process (or a
-    garbage collection) does not move, as it moves a mean."""
-    if not times:
-        raise ValueError("no timed steps: give at least one")
-    return statistics.median(times)
-
-
-def time_calls(
-    call: Callable[[], None],
-    steps: int,
-    warmup: int,
-    sync: Callable[[], None] = lambda: None,
-    clock: Callable[[], float] = time.perf_counter,
-    min_seconds: float = 0.0,
-    max_steps: int = MAX_TIMED_STEPS,
-) -> list[float]:
-    """Seconds of each timed call after `warmup` untimed ones: `steps` calls, and more while they add up to
-    less than `min_seconds` (at most `max_steps`): the median of five 10-ms steps moves with any burst of
-    another process, that of half a second of them much less. `sync` waits for queued device work before
-    each clock reading, so that a time is the call's work and not its launch."""
-    for _ in range(warmup):
-        call()
-    times: list[float] = []
-    while len(times) < steps or (sum(times) < min_seconds and len(times) < max_steps):
-        sync()
-        start = clock()
-        call()
-        sync()
-        times.append(clock() - start)
-    return times
-
-
-# The sources a calibration exercises (besides TIMING_FUNCTIONS themselves): an edit of one of them
-# times the model again.
-CALIBRATED_SOURCES = ("nn/model.py", "nn/ops.py", "nn/fused.py")  # under the package root
-
-
-def calibration_key(
-    task: str,
-    data: Mapping[str, Any],
-    model_cfg: Mapping[str, Any],
-    batch_size: int,
-    device: Any,
-    steps: int,
-    max_calibration_batch: int | None,
-    threads: int | None = None,
-) -> str:
-    """What a calibration depends on, hashed: the task's model, batch and data shape (with the batch width
-    timed), the timed steps, warm-up, probe batch and CPU budget, the code (CALIBRATED_SOURCES and the timing
-    functions), torch and the device (its name; on the CPU also the `threads` the timing runs with)."""
-    import hashlib
-    import inspect
-    import platform
-
-    import torch
-
-    code = hashlib.sha256()
-    for name in CALIBRATED_SOURCES:
-        code.update(name.encode() + b"\0" + (Path(__file__).parents[1] / name).read_bytes())
-    for function in TIMING_FUNCTIONS:
-        code.update(inspect.getsource(function).encode())
-    if device.type == "cuda":
-        where = torch.cuda.get_device_name(device)
-    else:
-        where = f"{device.type} {platform.machine()} {platform.processor()} threads={threads}"
-    identity = {
-        "task": task,
-        "data": {k: data.get(k) for k in ("vocab_size", "num_classes", "max_length", "batch_length")},
-        "model": dict(model_cfg),
-        "batch_size": batch_size,
-        "steps": steps,
-        "warmup": WARMUP_STEPS,
-        "cpu_budget_s": CPU_STEP_BUDGET_S,
-        "min_timed_s": MIN_TIMED_S,
-        "max_calibration_batch": max_calibration_batch,
-        "code": code.hexdigest(),
-        "torch": torch.__version__,
-        "device": where,
-    }
-    return hashlib.sha256(json.dumps(identity, sort_keys=True, default=str).encode()).hexdigest()[:24]
-
-
-def _read_cache(cache: Path | None) -> dict[str, dict[str, Any]]:
-    """The cached calibrations; none when there is no cache or it cannot be read (it is only a cache)."""
-    if cache is None or not cache.is_file():
-        return {}
-    try:
-        known = json.loads(cache.read_text())
-    except (OSError, ValueError):
-        return {}
-    return known if isinstance(known, dict) else {}
-
-
-def _time_steps(
-    model: Any, opt: Any, cfg: Any, batch: int, length: int, device: Any, steps: int, warmup: int
-) -> tuple[list[float], int | None]:
-    """The times of `steps` train steps at (batch, length) after `warmup` untimed ones, and the CUDA
-    allocator's peak (None on the CPU). A step is what the trainer times (pdelra.training.runner._step):
-    forward, loss and its value, backward, gradient clipping, AdamW."""
-    import torch
-    import torch.nn.functional as F
-
-    gen = torch.Generator().manual_seed(0)
-    tokens = torch.randint(0, cfg.vocab_size, (batch, length), generator=gen).to(device)
-    lengths = torch.full((batch,), length).to(device)
-    labels = torch.randint(0, cfg.num_classes, (batch,), generator=gen).to(device)
-    inputs = (tokens, lengths, tokens, lengths) if cfg.two_tower else (tokens, lengths)
-    autocast = device.type == "cuda" and torch.cuda.is_bf16_supported()
-
-    def step() -> None:
-        opt.zero_grad(set_to_none=True)
-        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
-            logits = model(*inputs)
-        loss = F.cross_entropy(logits.float(), labels)
-        loss.item()  # the trainer reads each step's loss (a device sync on a GPU)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)  # its cost, whatever the bound
-        opt.step()
-
-    def sync() -> None:
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)
-
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    times = time_calls(step, steps, warmup, sync, min_seconds=MIN_TIMED_S)
-    peak = int(torch.cuda.max_memory_allocated(device)) if device.type == "cuda" else None
-    return times, peak
-
-
-# Whose source is part of the calibration key: an edit of the timing procedure times the model again.
-TIMING_FUNCTIONS = (calibrate, _baseline_model, calibration_length, cpu_timing, _gpu_timing,
-                    step_time, time_calls, _time_steps)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -623,7 +370,7 @@ def _calibrate_tasks(
     with its jobs' threads (`calibration_threads`; `threads` overrides), and torch's are restored after."""
     import torch
 
-    known = _read_cache(cache)
+    known = read_cache(cache)
     keys, data, task_threads, out = {}, {}, {}, {}
     for task in tasks:
         model_cfg = experiment.merged(config, "model", task)
@@ -660,30 +407,6 @@ def _calibrate_tasks(
     if cache is not None and todo:
         write_json_atomic(cache, {**known, **{keys[task]: out[task] for task in todo}})
     return out
-
-
-def calibration_threads(train: Mapping[str, Any], device: Any, threads: int | None = None) -> int | None:
-    """The torch threads a task is timed with on the CPU: `threads` (--threads) when given, else those its
-    training jobs take (`pdelra.training.device.cpu_threads`: train.num_threads, else $SLURM_CPUS_PER_TASK,
-    else the CPU affinity); None on a GPU (where the threads do not set the step time)."""
-    from pdelra.training.device import cpu_threads
-
-    if device.type != "cpu":
-        return None
-    return threads if threads is not None else cpu_threads(train.get("num_threads"))
-
-
-def mean_batch_width(config: Mapping[str, Any], task: str, train: Mapping[str, Any]) -> int | None:
-    """The mean width of one epoch's training batches (each trimmed to its longest example; of a pair, the
-    longer document), in the order a job draws them (with the task's `train.length_buckets`): the length
-    calibration times. None without processed data (calibration then times max_length)."""
-    if task not in config["tasks"] or task_data(config, task)["source"] != "manifest":
-        return None
-    split = load_split(Path(config["data"]["processed_dir"]) / task, "train")
-    lengths, size = B.example_lengths(split), train["batch_size"]
-    order = B.train_order(split, 0, 0, size, train.get("length_buckets"))
-    widths = [int(lengths[order[begin : begin + size]].max()) for begin in range(0, len(order), size)]
-    return max(1, round(statistics.mean(widths))) if widths else None
 
 
 def _calibrated_line(
@@ -748,13 +471,6 @@ def _job_estimate(
         "attempts": attempts_needed(seconds, job.runtime_min, retries, job.max_runtime),
         "done": own is not None,
     }
-
-
-def calibrated_step(calibration: Mapping[str, Any], batch_size: int) -> float:
-    """A calibration's seconds per step at a job's `batch_size` (a setting may change it): its fixed part
-    as timed, its part per example scaled by the batch."""
-    fixed = min(float(calibration.get("fixed_s", 0.0)), calibration["step_s"])  # older caches: all scaled
-    return fixed + (calibration["step_s"] - fixed) * batch_size / calibration["batch_size"]
 
 
 def _row(
@@ -848,133 +564,6 @@ def _sum_or_none(values: Any) -> float | None:
     return None if any(v is None for v in values) else sum(values)
 
 
-def _fmt_bytes(n: float | None) -> str:
-    if n is None:
-        return "-"
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if n < 1000 or unit == "TB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1000
-    return f"{n:.1f} TB"
-
-
-def _hours(hours: float) -> str:
-    return f"{hours:,.0f}" if hours >= 100 else f"{hours:.3g}"
-
-
-def _fmt(value: Any, spec: str = "") -> str:
-    return "-" if value is None else format(value, spec)
-
-
-SOURCES = (
-    "from: manifest = the processed data's counts; config = data.generate sizes; published = the LRA's "
-    "split sizes.\ntime from: finished = the job's own finished runs (their wall time; not run again); "
-    "runs = the finished runs of the job's grid cell (median step time x planned steps, or median wall "
-    "time); calibrated = timed here on {device} (baseline model, every sequence at max_length: an upper "
-    "bound); requested = the job's runtime (a bound, not an estimate).\nasks mem, cpus: each job's "
-    "request (resources mem_mb, cpus_per_task; a pack K x one run's), set from measured peak host memory "
-    "(runs.csv peak_host_memory_mb; config/README.md) with a margin; peak mem: the calibrated device memory."
-)
-
-
-def plan_table(plan: Mapping[str, Any]) -> list[dict[str, str]]:
-    """The per-rule-and-task rows of a plan as display strings, with a total row."""
-    rows = []
-    for t in plan["tasks"]:
-        micro = (
-            "-"
-            if t["needs_micro_batching"] is None
-            else (str(t["suggested_micro_batch_size"]) if t["needs_micro_batching"] else "no")
-        )
-        padding = (
-            "-"
-            if t["padding_ratio"] is None
-            else f"{t['padding_ratio']:.2f} -> {t['padding_ratio_bucketed']:.2f} ({t['length_buckets']})"
-        )
-        rows.append({
-            "rule": t["rule"],
-            "task": t["task"],
-            "jobs": str(t["jobs"]),
-            "done": str(t["done"]),
-            "n_train": _fmt(t["n_train"]),
-            "from": t["counts_source"],
-            "steps/job": _fmt(t["steps_per_job"]),
-            "s/step": _fmt(t["step_time_s"], ".3f"),
-            "time from": t["step_time_source"],
-            "device-h": _hours(t["device_hours"]),
-            "to go": _hours(t["device_hours_to_go"]),
-            "attempts": f"{t['failing_jobs']} fail" if t["failing_jobs"] else _fmt(t["max_attempts"]),
-            "asks mem": _fmt_bytes(None if t["mem_mb"] is None else t["mem_mb"] * 1_000_000),  # MB
-            "cpus": _fmt(t["cpus"]),
-            "peak mem": _fmt_bytes(t["peak_memory_bytes"]),
-            "micro": micro,
-            "disk": _fmt_bytes(t["disk_bytes"]),
-            "padding (buckets)": padding,
-        })  # fmt: skip
-    total = plan["total"]
-    rows.append({
-        "rule": "total", "task": "", "jobs": str(total["jobs"]), "done": str(total["done"]),
-        "time from": total["device_hours_source"], "device-h": _hours(total["device_hours"]),
-        "to go": _hours(total["device_hours_to_go"]), "disk": _fmt_bytes(total["disk_bytes"]),
-    })  # fmt: skip
-    return rows
-
-
-TEXT_COLUMNS = ("rule", "task", "from", "time from", "padding (buckets)")  # aligned left; numbers right
-
-
-def format_table(rows: list[dict[str, str]]) -> str:
-    """Rows as fixed-width columns, two spaces apart, each as wide as its widest cell or heading."""
-    columns = list(rows[0])
-    widths = {col: max(len(col), *(len(row.get(col, "")) for row in rows)) for col in columns}
-
-    def line(cells: Mapping[str, str]) -> str:
-        return "  ".join(
-            cells.get(col, "").ljust(widths[col])
-            if col in TEXT_COLUMNS
-            else cells.get(col, "").rjust(widths[col])
-            for col in columns
-        ).rstrip()
-
-    return "\n".join([line({col: col for col in columns}), *map(line, rows)])
-
-
-def print_plan(plan: Mapping[str, Any], title: str = "plan") -> None:
-    gpus, total = plan["gpus"], plan["total"]
-    other = sum(plan["other_jobs"].values())
-    if "calibrated" in total["device_hours_source"]:
-        title += f" (calibrated on {plan['device']})"
-    print(
-        f"{title}: {total['jobs']} training jobs ({total['done']} finished) and {other} other jobs; steps "
-        f"are upper bounds (early stopping may end runs sooner); retries {plan['retries']} (attempt n asks "
-        "for n x runtime, at most cluster.max_runtime)"
-    )
-    print(format_table(plan_table(plan)))
-    print(
-        f"wall-clock of the {total['jobs'] - total['done']} training jobs to go, {gpus} at a time (--gpus "
-        f"{gpus}): {_hours(total['wall_clock_hours'])} h (a greedy longest-job-first schedule of their times "
-        "above; queueing and data preparation not included)"
-    )
-    print(
-        "other jobs (data, diagnostics, tables, report, DVC): "
-        + ", ".join(f"{rule} {count}" for rule, count in plan["other_jobs"].items())
-    )
-    if plan.get("uncalibrated_gpu_tasks"):
-        print(
-            f"not calibrated: {', '.join(plan['uncalibrated_gpu_tasks'])} (their jobs ask for a GPU and this "
-            "machine has none: they count at their runtime; run the plan on a GPU node, e.g. `srun --gpus 1 "
-            "pdelra plan ...`, or pass --device cpu to time them on this CPU)"
-        )
-    if plan["failing_jobs"]:
-        print(
-            f"warning: {len(plan['failing_jobs'])} job(s) need more than {plan['retries'] + 1} attempts of "
-            "their runtime and would fail: raise tasks.TASK.resources.runtime (minutes)"
-        )
-    for deviation in plan["deviations"]:
-        print(f"deviation: {deviation}")
-    print(SOURCES.format(device=plan["device"]))
-
-
 # ---------------------------------------------------------------------------------------------------------
 # CLI
 
@@ -1011,7 +600,7 @@ def run(args: argparse.Namespace) -> int:
     )
     print_plan(plan, title=f"plan of {args.config}")
     if args.power:
-        print_power(config, plan, args.tables)
+        print_power(config, _pilot_runs(args.tables), *_lra_hours(config, plan))
     elif args.tables is not None:
         raise PlanError("--tables PILOT goes with --power")
     if args.json is not None:
@@ -1019,65 +608,21 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_power(config: Mapping[str, Any], plan: Mapping[str, Any], pilot: Path | None) -> None:
-    """The seeds each claim of the config needs (the paper's claims on the cells it runs, and its own
-    variants'; `pdelra.results.seeds`) and what seed counts cost, priced from the plan."""
+def _pilot_runs(pilot: Path | None) -> pd.DataFrame | None:
+    """--tables PILOT: its runs.csv; PlanError naming the file when the folder has none."""
     import pandas as pd
 
-    runs = None
-    if pilot is not None:
-        runs_csv = pilot / "runs.csv"
-        if not runs_csv.is_file():
-            raise PlanError(f"{runs_csv}: no runs table; give --tables a folder `pdelra aggregate` wrote")
-        runs = pd.read_csv(runs_csv)
-    planned = experiment.lra_runs(config)
-    n_seeds = len({run[4] for run in planned}) or 1
-    cells = {run[:4] for run in planned}
-    table, unplanned = seeds.seeds_table(runs, n_seeds, cells, seeds.own_positions(config))
-    # Priced from the plan: every LRA training job's estimate, finished or not (an extra seed costs what one
-    # ran or is expected to), per seed of the config.
-    lra_hours = sum(t["device_hours"] for t in plan["tasks"] if t["rule"] in LRA_RULES)
-    hours_per_seed = lra_hours / n_seeds if lra_hours else None
-    where = "at the paper's effect, or for your own variants the one assumed or the pilot's"
-    print(f"\nseeds each claim of this config needs for 80 % power {where} ({n_seeds} in this config):")
-    if table.empty:
-        print("  none: the config runs no cell a claim compares")
-    else:
-        print(_power_shown(table, n_seeds).to_string(index=False))
-    if unplanned:
-        print(f"\n{len(unplanned)} of the paper's claims compare cells this config does not run: "
-              f"{', '.join(unplanned)}")  # fmt: skip
-    if table.empty:
-        return
-    unit = (
-        "GPU-hours"
-        if any(_task_gpus(config, t["task"]) for t in plan["tasks"] if t["rule"] in LRA_RULES)
-        else "device-hours"
-    )
-    choices = seeds.choices(table, hours_per_seed, unit=unit)
-    choices[f"{unit} (training)"] = choices[f"{unit} (training)"].map(
-        lambda x: "—" if pd.isna(x) else _hours(x)
-    )
-    what = f"this plan's {_hours(lra_hours)} h of LRA training / {n_seeds} seed(s)"
-    print(f"\nwhat seed counts buy ({unit}: {what}):")
-    print(choices.to_string(index=False))
+    if pilot is None:
+        return None
+    runs_csv = pilot / "runs.csv"
+    if not runs_csv.is_file():
+        raise PlanError(f"{runs_csv}: no runs table; give --tables a folder `pdelra aggregate` wrote")
+    return pd.read_csv(runs_csv)
 
 
-def _power_shown(table: Any, n_seeds: int) -> Any:
-    """The power table as printed: effects and spreads in accuracy units, powers in percent."""
-    import pandas as pd
-
-    def number(spec: str) -> Any:
-        return lambda x: "—" if pd.isna(x) else format(x, spec)
-
-    return table.assign(
-        effect_aimed_at=table["effect_aimed_at"].map(number("+.4f")),
-        sd_per_seed=table["sd_per_seed"].map(number(".4f")),
-        level=table["level"].map(number(".4f")),
-        **{f"power_at_{n_seeds}": table[f"power_at_{n_seeds}"].map(number(".0%"))},
-        seeds_for_80=[
-            ("—" if pd.isna(p) else ">200") if pd.isna(x) else f"{int(x)}"  # —: no effect to aim at
-            for x, p in zip(table["seeds_for_80"], table[f"power_at_{n_seeds}"], strict=True)
-        ],
-        **{f"detectable_at_{n_seeds}": table[f"detectable_at_{n_seeds}"].map(number(".4f"))},
-    )
+def _lra_hours(config: Mapping[str, Any], plan: Mapping[str, Any]) -> tuple[float, str]:
+    """The plan's device-hours of LRA training, every job counted (finished ones at what they took), and
+    their unit: GPU-hours when the jobs ask for a GPU."""
+    lra = [t for t in plan["tasks"] if t["rule"] in LRA_RULES]
+    on_gpus = any(_task_gpus(config, t["task"]) for t in lra)
+    return sum(t["device_hours"] for t in lra), "GPU-hours" if on_gpus else "device-hours"
