@@ -14,7 +14,7 @@ from pathlib import Path
 DEFAULT_RETRIES = 2  # `retries` of profiles/slurm/profile.yaml when it cannot be read
 SLURM_PROFILE = Path("profiles/slurm/profile.yaml")
 CACHE_NAME = "plan/calibration.json"  # under results/{experiment}
-# Calibration (pdelra.planning.plan.calibrate): untimed warm-up steps per timed batch size (the first step
+# Calibration (pdelra.planning.calibration): untimed warm-up steps per timed batch size (the first step
 # allocates AdamW's moments and the shapes' buffers, and compiles the fused operator), then the median of
 # the timed steps (one slow step, another process taking the core, does not move it).
 WARMUP_STEPS = 1
