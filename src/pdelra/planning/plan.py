@@ -25,7 +25,7 @@ from pdelra.data.generate import DEFAULTS
 from pdelra.data.store import load_split
 from pdelra.errors import UserError
 from pdelra.nn.model import LRAClassifier, ModelConfig
-from pdelra.planning import experiment
+from pdelra.planning import experiment, priorities
 from pdelra.planning.cli import CACHE_NAME, DEFAULT_RETRIES, SLURM_PROFILE
 from pdelra.planning.config_check import file_problems, with_defaults
 from pdelra.results import seeds
@@ -448,6 +448,7 @@ def make_plan(
         "failing_jobs": [{"rule": job.rule, "run": list(job.run)} for job in failing],
         "uncalibrated_gpu_tasks": skipped if calibrate_tasks else [],
         "deviations": _deviations(jobs),
+        "priority": priorities.plan_priority(config, jobs),  # the order the cluster gets the jobs in
     }
 
 
@@ -789,6 +790,8 @@ def print_plan(plan: Mapping[str, Any], title: str = "plan") -> None:
         )
     for deviation in plan["deviations"]:
         print(f"deviation: {deviation}")
+    if "priority" in plan:
+        print(priorities.spending_line(plan))
     print(SOURCES.format(device=plan["device"]))
 
 
