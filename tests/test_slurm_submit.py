@@ -2,8 +2,9 @@
 
 The stubs (written into tmp_path) log every call. `sbatch` records its arguments and runs the job's command
 (the plugin's `snakemake --executor slurm-jobstep ...` line, whose `srun` stub runs its step in place) before
-it answers, or fails it unrun where the test asks; `sacct` reports each job's end state; `sinfo`,
-`scontrol`, `sacctmgr` answer as a small site with a GPU partition (the default) and a CPU partition would.
+it answers, or ends it unrun where the test asks (sacct: $STUB_UNRUN_STATE, default COMPLETED); `sacct`
+reports each job's end state; `sinfo`, `scontrol`, `sacctmgr` answer as a small site with a GPU partition
+(the default) and a CPU partition would.
 The preflight (pdelra.planning.slurm_site) is checked against canned Slurm answers.
 """
 
@@ -17,9 +18,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import load_config, make_workspace, snakemake_command, tool_env
+import yaml
+from conftest import REPO, load_config, make_workspace, snakemake_command, tool_env
 
-from pdelra.planning import slurm_site
+from pdelra import runs as run_layout
+from pdelra.cta_official import grid as cta_grid
+from pdelra.planning import experiment, slurm_site
 
 ACCOUNT = "pdelra"
 MAX_RUNTIME = 20
@@ -30,7 +34,7 @@ UNRUN = {"train": ATTEMPTS - 1, "train_pack": ATTEMPTS, "diagnose": ATTEMPTS}
 
 SBATCH = r"""#!/usr/bin/env python3
 # sbatch stub: record the call and answer a job id. A rule's first STUB_UNRUN[rule] submissions end at once
-# without running (sacct: COMPLETED, no outputs: Snakemake retries them); any other job runs here, now.
+# without running (sacct: $STUB_UNRUN_STATE or COMPLETED, no outputs); any other job runs here, now.
 import json, os, pathlib, subprocess, sys
 
 state = pathlib.Path(os.environ["STUB_SLURM"])
@@ -51,7 +55,7 @@ lines = (state / "sbatch.jsonl").read_text().splitlines()
 earlier = sum(json.loads(line)["comment"] == comment for line in lines) - 1
 unrun = dict(item.split(":") for item in os.environ.get("STUB_UNRUN", "").split())
 if earlier < int(unrun.get(rule, 0)):
-    outcome = "COMPLETED"
+    outcome = os.environ.get("STUB_UNRUN_STATE", "COMPLETED")
 else:
     wrap = next(a[len("--wrap="):] for a in args if a.startswith("--wrap="))
     cpus = next((a.split("=")[1] for a in args if a.startswith("--cpus-per-task=")), "1")
@@ -235,6 +239,154 @@ def test_a_partition_too_short_for_max_runtime_stops_the_run_before_any_work(tmp
     assert "set cluster.max_runtime: 240 in the config" in log
     assert "Warning (Slurm): partition gpu preempts with PreemptMode=CANCEL" in log
     assert not (ws / "data").exists() and not (state / "sbatch.jsonl").exists(), "work started anyway"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Every GPU job of the paper config, submitted unrun: site options and the order of submission
+# ---------------------------------------------------------------------------------------------------------
+GPU_RULES = ("train", "train_pack", "lm_train", "cta_official_train", "cta_lm_train")
+RELATED_RULES = ("lm_train", "cta_official_train", "cta_lm_train")
+SITE = {"slurm_partition": "gpu", "constraint": "a100|h100", "gpu_model": "h100", "qos": "long",
+        "slurm_extra": "--mail-type=FAIL"}  # fmt: skip
+
+
+def _paper_config() -> dict:
+    with open(REPO / "config" / "config.yaml") as f:
+        return yaml.safe_load(f)
+
+
+def _ready_inputs(ws: Path, config: dict) -> str:
+    """Make every training job of `config` ready at once: its data (each manifest) exists, and so do the runs
+    of the first diagnose job (listops part 0), so that it is ready beside them. Returns that job's runs'
+    class, as the order counts it."""
+    processed = ws / config["data"]["processed_dir"]
+    cta = config["cta_official"]
+    manifests = [*config["tasks"], f"lm_{config['lm']['corpus']}"]
+    manifests += [f"{cta_grid.PROCESSED_DIR}/{task}" for task in [*cta["tasks"], cta_grid.LM_TASK]]
+    for name in manifests:
+        (processed / name).mkdir(parents=True, exist_ok=True)
+        (processed / name / "manifest.json").write_text("{}")
+    runs = experiment.lra_runs(config)
+    for run in experiment.diagnose_parts(experiment.diagnosed_runs(config, runs))[("listops", "0")]:
+        folder = (
+            ws
+            / "results"
+            / config["experiment"]
+            / "runs"
+            / run_layout.RUN_PATTERN.format(**dict(zip(run_layout.RUN_KEYS, run, strict=True)))
+        )
+        folder.mkdir(parents=True)
+        (folder / "metrics.json").write_text("{}")
+        (folder / "model.safetensors").write_text("")
+    return "diagnose"
+
+
+def _submit_all(tmp_path: Path, config: dict) -> tuple[list[dict], str]:
+    """Every GPU job and the ready diagnose job of `config` through the Slurm profile and the stubs, each
+    submitted once and failed unrun. Returns the sbatch records in order and the log."""
+    ws = make_workspace(tmp_path / "ws", config)
+    _ready_inputs(ws, config)
+    state = tmp_path / "slurm"
+    _write_stubs(state / "bin")
+    unrun = " ".join(f"{rule}:99" for rule in (*GPU_RULES, "diagnose"))
+    env = tool_env({"STUB_SLURM": str(state), "STUB_UNRUN": unrun, "STUB_UNRUN_STATE": "FAILED",
+                    "USER": os.environ.get("USER", "root")})  # fmt: skip
+    env["PATH"] = f"{state / 'bin'}{os.pathsep}{env['PATH']}"
+    targets = ("diagnostics_table", "lm_aggregate", "cta_official_aggregate")  # every GPU job is upstream
+    overrides = ("--workflow-profile", "none", "--default-resources", "slurm_partition=gpu",
+                 f"slurm_account={ACCOUNT}", "--slurm-init-seconds-before-status-checks", "1",
+                 "--max-status-checks-per-second", "10", "--retries", "0",
+                 "--allowed-rules", *GPU_RULES, "diagnose", *targets)  # fmt: skip
+    command = snakemake_command(ws, (*targets, "--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "400", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    assert (state / "sbatch.jsonl").exists(), log[-5000:]
+    return [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()], log
+
+
+def _classes(submitted: list[dict]) -> list[str]:
+    """The priority class of each submission: a related system's rule or variant, diagnose, or the paper."""
+    related_variants = ("cta_", "physqk")
+    classes = []
+    for job in submitted:
+        if job["rule"] in RELATED_RULES or any(f"variant_{v}" in job["comment"] for v in related_variants):
+            classes.append("related")
+        else:
+            classes.append("diagnose" if job["rule"] == "diagnose" else "paper")
+    return classes
+
+
+def _out_of_order(classes: list[str], order: list[str]) -> list[tuple[int, int]]:
+    """Pairs of submissions (i < j) where j's class comes first in `order`. Snakemake selects the jobs of
+    highest priority up to the profile's 20 a second, and submits one selection in no particular order: only
+    a pair within one selection (fewer than 20 apart) may be out of order: none is returned."""
+    rank = [order.index(name) for name in classes]
+    return [(i, j) for i in range(len(rank)) for j in range(i + 20, len(rank)) if rank[i] > rank[j]]
+
+
+def _runs(classes: list[str]) -> list[tuple[str, int]]:
+    """[(class, consecutive submissions)]: the order in blocks."""
+    blocks: list[tuple[str, int]] = []
+    for name in classes:
+        if blocks and blocks[-1][0] == name:
+            blocks[-1] = (name, blocks[-1][1] + 1)
+        else:
+            blocks.append((name, 1))
+    return blocks
+
+
+@pytest.mark.slow  # ~390 submissions through the plugin, none run: ~1 min
+def test_the_paper_runs_are_submitted_first_then_diagnose_then_the_related_systems(tmp_path: Path):
+    """The shipped paper config (cluster.priority unset: paper, diagnose, related; no cpu_partition): the
+    order of the sbatch calls, and the preflight's one line about diagnose on the GPU partition."""
+    config = _paper_config()
+    submitted, log = _submit_all(tmp_path, config)
+    counts = {rule: sum(job["rule"] == rule for job in submitted) for rule in (*GPU_RULES, "diagnose")}
+    plan = experiment.workflow_jobs(config)
+    assert counts == {
+        "train": plan["train"] - experiment.DIAGNOSE_RUNS_PER_JOB,  # those of listops part 0 exist
+        "train_pack": 0,
+        **{rule: plan[rule] for rule in RELATED_RULES},
+        "diagnose": 1,
+    }, log[-5000:]
+    classes = _classes(submitted)
+    assert not _out_of_order(classes, ["paper", "diagnose", "related"]), _runs(classes)
+    assert classes[:20] == ["paper"] * 20 and classes[-20:] == ["related"] * 20, _runs(classes)
+    warning = (
+        "Warning (Slurm): the CPU-only jobs of diagnose go to the GPU jobs' partition gpu: name a CPU "
+        "partition as cluster.cpu_partition in the config"
+    )
+    assert log.count(warning) == 1, log[-5000:]
+    print("first 20 submissions:\n" + "\n".join(job["comment"] for job in submitted[:20]))
+
+
+@pytest.mark.slow  # as above
+def test_every_gpu_rule_carries_the_site_options_and_the_order_is_the_configs(tmp_path: Path):
+    """Site options set once in defaults.resources reach every GPU rule's sbatch line, the LM's and the
+    official CTA grid's too; diagnose goes to cluster.cpu_partition (no warning then); cluster.priority
+    reorders."""
+    config = _paper_config()
+    config["defaults"]["resources"].update(SITE)
+    config["cluster"] = {"cpu_partition": "cpu", "priority": ["related", "diagnose", "paper"]}
+    submitted, log = _submit_all(tmp_path, config)
+    rules = {job["rule"] for job in submitted}
+    assert rules == {"train", "diagnose", *RELATED_RULES}, log[-5000:]  # the paper config packs no task
+    for job in submitted:
+        argv, rule = job["argv"], job["rule"]
+        if rule == "diagnose":
+            assert _sbatch_option(argv, "-p") == "cpu" and _sbatch_option(argv, "--gpus") is None, argv
+            continue
+        assert _sbatch_option(argv, "-p") == "gpu" and _sbatch_option(argv, "--gpus") == "h100:1", argv
+        assert _sbatch_option(argv, "-C") == "a100|h100" and _sbatch_option(argv, "--qos") == "long", argv
+        assert "--mail-type=FAIL" in argv, argv
+    assert "cluster.cpu_partition" not in log
+    classes = _classes(submitted)
+    assert not _out_of_order(classes, config["cluster"]["priority"]), _runs(classes)
+    assert classes[:20] == ["related"] * 20 and classes[-20:] == ["paper"] * 20, _runs(classes)
+    for rule in sorted(rules):
+        print(rule, " ".join(next(job["argv"] for job in submitted if job["rule"] == rule)))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from snakemake.utils import validate
 from pdelra.planning import experiment
 from pdelra.cta_official import grid as cta_grid
 from pdelra import runs as run_layout
-from pdelra.planning import job_path, slurm_site
+from pdelra.planning import job_path, priorities, slurm_site
 from pdelra.results.build import AGGREGATE_TABLES
 from pdelra.planning.config_check import config_problems, load_schema, yaml_problem
 from pdelra.steps import parts as aggregate_parts
@@ -218,13 +218,17 @@ def runtime_of(resources_of):
 
 
 def site_options(sections):
-    """The site options (pdelra.planning.slurm_site.SITE_KEYS) for jobs that read `sections`: {task:
-    resources section}, or {None: section} for a rule without tasks. A key set for no task is left out (the
-    profile's default-resources apply); one value for all is a constant; otherwise a function of the task
-    (None where a task leaves it unset: Snakemake then drops the resource, and the plugin adds no flag)."""
+    """The site options (pdelra.planning.slurm_site.SITE_KEYS) of the GPU jobs that read `sections`: {task:
+    resources section}, or {None: section} for a rule without tasks. Every GPU rule takes them through here,
+    over those of defaults.resources (slurm_site.shared_site_options), so that the site's partition, GPU model
+    or qos set once there reach the related systems' jobs too; a section's own key wins. A key set for no task
+    is left out (the profile's default-resources apply); one value for all is a constant; otherwise a function
+    of the task (None where a task leaves it unset: Snakemake then drops the resource, and the plugin adds no
+    flag)."""
+    shared = slurm_site.shared_site_options(config)
     options = {}
     for key in slurm_site.SITE_KEYS:
-        values = {task: section.get(key) for task, section in sections.items()}
+        values = {task: section.get(key, shared.get(key)) for task, section in sections.items()}
         if all(value is None for value in values.values()):
             continue
         if len(set(values.values())) == 1:
@@ -240,6 +244,27 @@ def _task_of(wildcards):
 
 def task_site_options():
     return site_options({task: _merged("resources", task) for task in config["tasks"]})
+
+
+# Priorities (cluster.priority, pdelra.planning.priorities): Snakemake submits the ready jobs of the highest
+# `priority:` first, so under the profile's `jobs:` limit the paper's runs are not left pending behind the
+# related systems'.
+PRIORITY = priorities.rule_priorities(config["cluster"]["priority"])
+CELL_CLASS = priorities.cell_classes(config)
+
+
+def run_priority():
+    """`priority:` of an LRA training job: its grid cell's class (paper or related); a constant where every
+    cell has the same class."""
+    values = {PRIORITY[name] for name in CELL_CLASS.values()}
+    if len(values) <= 1:
+        return values.pop() if values else PRIORITY["paper"]
+    return cell_priority
+
+
+@declared
+def cell_priority(wildcards):
+    return PRIORITY[CELL_CLASS[(wildcards.task, wildcards.variant, wildcards.scale, wildcards.setting)]]
 
 
 def cpu_site_options():
@@ -370,7 +395,7 @@ def check_cluster():
     plugin = workflow.executor_plugin
     if plugin is None or plugin.name != "slurm":
         return
-    given, partitions, seen = [], {}, set()
+    given, partitions, seen, placed = [], {}, set(), []
     for job in workflow.dag.needrun_jobs():  # one job per (rule, task), as Slurm would get it
         key = (job.rule.name, job.wildcards.get("task") or job.wildcards.get("cta_task"))
         if job.is_local or key in seen:
@@ -379,8 +404,11 @@ def check_cluster():
         partition, account = (job.resources.get(k) for k in ("slurm_partition", "slurm_account"))
         given += [str(partition), str(account)]
         partitions.setdefault(partition, []).append((job.rule.name, job.resources.get("runtime") or 0))
+        placed.append((job.rule.name, job.resources.get("gpu") or 0, partition))
     status = getattr(workflow.executor_settings, "status_command", None) or "sacct"
     found = slurm_site.site_problems(partitions, given, status, MAX_RUNTIME)
+    if cpu_warning := slurm_site.cpu_partition_warning(placed, config["cluster"]["cpu_partition"]):
+        found.warnings.append(cpu_warning)
     for warning in found.warnings:
         print(f"Warning (Slurm): {warning}", file=sys.stderr)
     if found.problems:

@@ -144,6 +144,7 @@ if CTA:
         log:
             f"{LOGS}/cta_official/{CTA_PATTERN}.log",
         threads: cta_setting("resources", "cpus_per_task")
+        priority: PRIORITY["related"]  # cluster.priority
         resources:
             gpu=cta_setting("resources", "gpu"),
             cpus_per_task=cta_setting("resources", "cpus_per_task"),
@@ -204,6 +205,7 @@ if CTA:
             log:
                 f"{LOGS}/cta_official/{CTA_LM_PATTERN}.log",
             threads: CTA_LM["resources"]["cpus_per_task"]
+            priority: PRIORITY["related"]
             resources:
                 gpu=CTA_LM["resources"]["gpu"],
                 cpus_per_task=CTA_LM["resources"]["cpus_per_task"],

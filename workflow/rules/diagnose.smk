@@ -29,6 +29,7 @@ rule diagnose:
     log:
         f"{LOGS}/diagnose/{{task}}/part{{part}}.log",
     threads: 1
+    priority: PRIORITY["diagnose"]  # cluster.priority
     resources:
         gpu=0,
         cpus_per_task=1,

@@ -64,6 +64,7 @@ if LM:
         log:
             f"{LOGS}/lm/{LM_PATTERN}.log",
         threads: LM["resources"]["cpus_per_task"]
+        priority: PRIORITY["related"]  # cluster.priority
         resources:
             gpu=LM["resources"]["gpu"],
             cpus_per_task=LM["resources"]["cpus_per_task"],

@@ -20,6 +20,7 @@ rule train:
     wildcard_constraints:
         task=task_choice(sorted(set(config["tasks"]) - set(PACKED_TASKS))),
     threads: task_resource("cpus_per_task")
+    priority: run_priority()  # cluster.priority: the paper's runs before the related systems'
     resources:
         gpu=task_resource("gpu"),
         cpus_per_task=task_resource("cpus_per_task"),
@@ -55,6 +56,7 @@ rule train_pack:
         task=task_choice(PACKED_TASKS),
         pack=r"seeds\d+(-\d+)*",
     threads: pack_resource("cpus_per_task")
+    priority: run_priority()
     resources:
         gpu=task_resource("gpu"),  # once: the pack's runs share it
         cpus_per_task=pack_resource("cpus_per_task"),

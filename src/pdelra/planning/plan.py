@@ -24,7 +24,7 @@ from pdelra.atomic import write_json_atomic
 from pdelra.data.generate import DEFAULTS
 from pdelra.data.store import load_split
 from pdelra.errors import UserError
-from pdelra.planning import experiment
+from pdelra.planning import experiment, priorities
 from pdelra.planning.calibration import (
     calibrate,
     calibrated_step,
@@ -324,6 +324,7 @@ def make_plan(
         "failing_jobs": [{"rule": job.rule, "run": list(job.run)} for job in failing],
         "uncalibrated_gpu_tasks": skipped if calibrate_tasks else [],
         "deviations": _deviations(jobs),
+        "priority": priorities.plan_priority(config, jobs),  # the order the cluster gets the jobs in
     }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pdelra.planning import experiment
+from pdelra.planning import experiment, priorities
 from pdelra.results import seeds
 
 if TYPE_CHECKING:
@@ -138,6 +138,8 @@ def print_plan(plan: Mapping[str, Any], title: str = "plan") -> None:
         )
     for deviation in plan["deviations"]:
         print(f"deviation: {deviation}")
+    if "priority" in plan:
+        print(priorities.spending_line(plan))
     print(SOURCES.format(device=plan["device"]))
 
 

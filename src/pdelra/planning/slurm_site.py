@@ -30,6 +30,39 @@ from pdelra.planning.experiment import DEFAULT_MAX_RUNTIME, merged, pack_minutes
 # it sets itself, e.g. --gres or --time, in slurm_extra).
 SITE_KEYS = ("slurm_partition", "constraint", "gpu_model", "qos", "slurm_extra")
 PLACEHOLDER = re.compile(r"SET-YOUR-[A-Z-]+")
+
+
+def shared_site_options(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The site options of `defaults.resources`: every GPU rule's (the LRA tasks', the LM's, the official
+    CTA grid's), under the keys its own resources section sets. A site's partition, GPU model or qos is the
+    site's, not one experiment's: set once, it must not leave the related systems' jobs on the profile's
+    default partition without a GPU model."""
+    resources = (config.get("defaults") or {}).get("resources") or {}
+    return {key: resources[key] for key in SITE_KEYS if resources.get(key) is not None}
+
+
+def cpu_partition_warning(
+    jobs: Iterable[tuple[str, int, str | None]], cpu_partition: str | None
+) -> str | None:
+    """One line when, without `cluster.cpu_partition`, the CPU-only jobs among `jobs` (rule, GPUs, partition;
+    None: the profile's default) would queue on a partition the GPU jobs use: there they take a GPU node's
+    cores and memory while its GPUs idle, and wait behind the GPU queue. None otherwise."""
+    if cpu_partition:
+        return None
+    jobs = list(jobs)
+    gpu_partitions = {partition for _, gpus, partition in jobs if gpus}
+    on_gpu = {
+        (rule, str(partition)) for rule, gpus, partition in jobs if not gpus and partition in gpu_partitions
+    }
+    if not on_gpu:
+        return None
+    rules, partitions = (sorted({pair[i] for pair in on_gpu}) for i in (0, 1))
+    return (
+        f"the CPU-only jobs of {', '.join(rules)} go to the GPU jobs' partition {', '.join(partitions)}: "
+        "name a CPU partition as cluster.cpu_partition in the config"
+    )
+
+
 PROBE_TIMEOUT_S = 30
 SACCT_HINT = "; without Slurm accounting, use --slurm-status-command squeue"
 
