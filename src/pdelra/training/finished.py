@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.training import metrics as run_metrics  # code_version looked up at call time: tests replace it
-from pdelra.training.lock import LOCK_NAME
+from pdelra.training.lock import LOCK_NAME, lock_choice
 
 log = logging.getLogger(__name__)
 
@@ -130,7 +130,7 @@ def clear(ckpt_dir: Path) -> bool:
 
 def _remove_unheld_lock(ckpt_dir: Path) -> None:
     path = ckpt_dir / LOCK_NAME
-    if not path.exists():
+    if not path.exists() or lock_choice() == "file":  # a lock file is held without flock: leave it
         return
     try:
         with open(path, "a") as handle:
