@@ -249,7 +249,7 @@ def _lock_file(path: Path) -> Iterator[bool]:
     while True:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             break
         except FileNotFoundError:
             continue
@@ -347,7 +347,7 @@ def _break(path: Path, held: str, reason: str) -> bool:
     through lock.break, so two of them never remove a lock that one of them has just taken."""
     guard = path.with_name(f"{LOCK_NAME}.break")
     try:
-        fd = os.open(guard, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(guard, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except FileExistsError:
         with contextlib.suppress(FileNotFoundError):
             if time.time() - guard.stat().st_mtime > BREAK_STALE_S:
