@@ -260,7 +260,7 @@ def _lock_file(path: Path) -> Iterator[bool]:
             continue
         reason = _stale_reason(held, watch.unchanged_for(path, held))
         if reason is not None:
-            if _break(path, held, reason):
+            if break_stale(path, held, reason):
                 continue
         elif not waited:
             log.warning(
@@ -323,7 +323,7 @@ def _read(path: Path) -> str | None:
 def _stale_reason(held: str, unchanged_s: float) -> str | None:
     """Why the lock file holding `held` is abandoned, or None while its holder may still be alive."""
     match = _HOLDER.match(held)
-    if match and match.group(2) == socket.gethostname() and not _alive(int(match.group(1))):
+    if match and match.group(2) == socket.gethostname() and not pid_alive(int(match.group(1))):
         return f"its holder, pid {match.group(1)} on this host, is gone"
     if unchanged_s >= STALE_AFTER_S:
         return f"no heartbeat for {unchanged_s / 60:.0f} min"
@@ -332,7 +332,7 @@ def _stale_reason(held: str, unchanged_s: float) -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -342,7 +342,7 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _break(path: Path, held: str, reason: str) -> bool:
+def break_stale(path: Path, held: str, reason: str) -> bool:
     """Remove the stale lock `path` if it still holds `held`; True when it was removed. Breakers take turns
     through lock.break, so two of them never remove a lock that one of them has just taken."""
     guard = path.with_name(f"{LOCK_NAME}.break")
