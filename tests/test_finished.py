@@ -88,3 +88,24 @@ def test_checkpoint_folder_of_a_run_folder_swaps_runs_for_checkpoints() -> None:
     assert finished.checkpoint_root(Path("results/cta_official/checkpoints/{cta_task}/x")) == Path(
         "results/cta_official/checkpoints"
     )
+
+
+def test_a_restore_onto_its_own_hard_links_or_one_that_fails_leaves_no_temporary_file(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renaming a link onto another link of the same file does nothing (POSIX): the temporary name stayed."""
+    _, first = train_in_process(run_config(), task_dir, tmp_path)
+    assert first is not None
+    run, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    finished.publish(ckpt, run)  # the outputs are still the kept files' links
+    assert sorted(p.name for p in run.iterdir()) == ["metrics.json", "model.safetensors"]
+
+    _lose_outputs(run)
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(finished.os, "utime", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        finished.publish(ckpt, run)
+    assert list(run.iterdir()) == [], "nothing half-published, no temporary name"

@@ -64,14 +64,20 @@ def _link_or_copy(source: Path, target: Path) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     try:
-        os.link(source, tmp)
-    except OSError as exc:  # another file system, or one without hard links
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
-            raise
-        shutil.copyfile(source, tmp)
-    # A fresh time: a restored output must not look older than an input touched since the first attempt.
-    os.utime(tmp)
-    os.replace(tmp, target)
+        try:
+            os.link(source, tmp)
+        except OSError as exc:  # another file system, or one without hard links
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+            shutil.copyfile(source, tmp)
+        # A fresh time: a restored output must not look older than an input touched since the first attempt.
+        os.utime(tmp)
+        os.replace(tmp, target)
+    finally:
+        # Gone after a rename, except where the target already was a link to the kept file: renaming a link
+        # onto another link of the same file does nothing (POSIX), and leaves the temporary name. On an error
+        # it would be left too.
+        tmp.unlink(missing_ok=True)
 
 
 def restore(ckpt_dir: Path, out_dir: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
