@@ -8,8 +8,10 @@ and only then publishes them to RUN_DIR: a hard link of each (a copy where links
 kept copy costs no disk space while the outputs exist, and deleting the outputs leaves it.
 
 A retry (or a rerun of the pack) finds CKPT_DIR/finished/metrics.json and, when it belongs to this run
-(same config hash and data manifest hash) and this code (same `code_version`), publishes it again instead of
-training. A finished copy of another config or code version is removed and the run trains.
+(same config hash and data manifest hash, and the same own operators' code) and this training code (the
+same digest of the source files training runs, `code_version["training"]`; not `git describe --dirty`,
+which an edit of the README or a profile changes), publishes it again instead of training. A finished copy
+of another config or training code is removed and the run trains.
 
 The kept copy is removed once Snakemake has stored the run's outputs: the workflow's start, success and
 error handlers (workflow/rules/common.smk, `clear_finished_runs`) clear it for every run whose metrics.json
@@ -93,10 +95,9 @@ def restore(ckpt_dir: Path, out_dir: Path, identity: dict[str, Any]) -> dict[str
     for key, value in identity.items():
         if metrics.get(key) != value:
             return _discard(folder, f"its {key} differs from this run's")
-    if metrics.get("code_version") != run_metrics.code_version():
-        return _discard(
-            folder, f"it was trained by code {metrics.get('code_version')}, not {run_metrics.code_version()}"
-        )
+    kept, current = _training_code(metrics.get("code_version")), _training_code(run_metrics.code_version())
+    if kept != current:  # the training code's digest, not `git describe --dirty`: a README edit keeps it
+        return _discard(folder, f"it was trained by other training code (digest {kept}, now {current})")
     publish(ckpt_dir, out_dir)
     log.info(
         "this run finished earlier (its final state was kept in %s); restored its results to %s: nothing "
@@ -105,6 +106,11 @@ def restore(ckpt_dir: Path, out_dir: Path, identity: dict[str, Any]) -> dict[str
         out_dir,
     )
     return metrics
+
+
+def _training_code(version: Any) -> str | None:
+    """The training code's digest in a `code_version` record (None in one written before it was recorded)."""
+    return version.get("training") if isinstance(version, dict) else None
 
 
 def _discard(folder: Path, reason: str) -> None:
