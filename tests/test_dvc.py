@@ -173,3 +173,15 @@ def test_push_wipe_pull_leaves_nothing_to_rerun(finished_tiny: Path, tmp_path: P
     proc = pdelra(project, "version", "restore", "--remote", "store")
     assert proc.returncode == 0, proc.stderr
     assert dry_run_jobs(project) == {}
+
+
+def test_add_never_records_a_temporary_file(tmp_path: Path):
+    """A job killed before its rename leaves .NAME.XXXX.tmp; the project's .dvcignore keeps it out."""
+    root = git_dvc_project(tmp_path / "proj")
+    (root / ".dvcignore").write_text("# an older project's, without the pattern\n")
+    exp = fake_experiment(root)
+    (exp / "runs" / ".metrics.json.1234.tmp").write_text("half")
+    record = version_experiment(exp, exp / "versioned.json")
+    runs = next(a for a in record["artifacts"] if a["path"].endswith("/runs"))
+    assert runs["nfiles"] == 1, "only a.json"
+    assert ".*.tmp" in (root / ".dvcignore").read_text().splitlines()

@@ -88,3 +88,72 @@ def test_checkpoint_folder_of_a_run_folder_swaps_runs_for_checkpoints() -> None:
     assert finished.checkpoint_root(Path("results/cta_official/checkpoints/{cta_task}/x")) == Path(
         "results/cta_official/checkpoints"
     )
+
+
+def test_a_restore_onto_its_own_hard_links_or_one_that_fails_leaves_no_temporary_file(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Renaming a link onto another link of the same file does nothing (POSIX): the temporary name stayed."""
+    _, first = train_in_process(run_config(), task_dir, tmp_path)
+    assert first is not None
+    run, ckpt = tmp_path / "run", tmp_path / "ckpt"
+    finished.publish(ckpt, run)  # the outputs are still the kept files' links
+    assert sorted(p.name for p in run.iterdir()) == ["metrics.json", "model.safetensors"]
+
+    _lose_outputs(run)
+
+    def full_disk(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(finished.os, "utime", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        finished.publish(ckpt, run)
+    assert list(run.iterdir()) == [], "nothing half-published, no temporary name"
+
+
+def test_a_readme_or_profile_edit_keeps_a_finished_run_and_a_model_edit_discards_it(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    import shutil
+
+    from pdelra import operator_code
+
+    # The digest on a copy of the source tree: edits outside the training code leave it, a model edit not.
+    source = Path(operator_code.__file__).resolve().parents[1]
+    copy = tmp_path / "checkout"
+    shutil.copytree(source, copy / "src", ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "README.md").write_text("# the README\n")
+    (copy / "profiles" / "slurm").mkdir(parents=True)
+    (copy / "profiles" / "slurm" / "config.yaml").write_text("jobs: 10\n")
+    monkeypatch.setattr(operator_code, "_PACKAGE_DIR", copy / "src" / "pdelra")
+    digest = operator_code.training_code.__wrapped__
+    before = digest()
+    (copy / "README.md").write_text("# the README, edited\n")
+    (copy / "profiles" / "slurm" / "config.yaml").write_text("jobs: 20\n")
+    with open(copy / "src" / "pdelra" / "reporting" / "__init__.py", "a") as reporting:
+        reporting.write("# a reporting edit\n")
+    assert digest() == before, "README, profile and reporting edits are not training code"
+    with open(copy / "src" / "pdelra" / "nn" / "model.py", "a") as model:
+        model.write("# a model edit\n")
+    edited = digest()
+    assert edited != before
+    monkeypatch.undo()
+
+    _, first = train_in_process(run_config(), task_dir, tmp_path)
+    assert first is not None and first["code_version"]["training"] == operator_code.training_code()
+    run = tmp_path / "run"
+    _lose_outputs(run)
+    real = metrics.code_version()
+    dirty = {**real, "git": f"{real['git']}-dirty"}  # what a README edit makes of `git describe --dirty`
+    monkeypatch.setattr(metrics, "code_version", lambda: dirty)
+    with caplog.at_level(logging.INFO, logger="pdelra.training.finished"):
+        _, again = train_in_process(run_config(), task_dir, tmp_path)
+    assert again == first and "nothing left to train" in caplog.text, "restored despite the dirty checkout"
+
+    _lose_outputs(run)
+    monkeypatch.setattr(metrics, "code_version", lambda: {**real, "training": edited})
+    caplog.clear()
+    with caplog.at_level(logging.INFO, logger="pdelra.training.finished"):
+        _, retrained = train_in_process(run_config(), task_dir, tmp_path)
+    assert "trained by other training code" in caplog.text
+    assert retrained is not None and retrained["wall_time_s"] != first["wall_time_s"], "trained again"

@@ -138,3 +138,69 @@ def test_a_released_flock_file_is_removed_and_its_waiter_locks_the_new_one(tmp_p
     release.set()
     thread.join()
     assert done.is_set() and not ckpt.exists(), "no lock file (nor empty folder) is left"
+
+
+def test_cluster_lock_file_forces_lock_files_where_flock_works(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Node-local flock (Lustre localflock, NFS local_lock=flock) passes the probe on one node, so only the
+    config can say that the nodes do not share it: `cluster.lock: file`, handed to the jobs as PDELRA_LOCK."""
+    ckpt = tmp_path / "ckpt"
+    assert lock_mode(ckpt) == lock.LockMode("flock"), "flock works here"
+    monkeypatch.setenv(lock.LOCK_ENV, "file")
+    monkeypatch.setattr(lock, "_warned", False)
+    assert lock_mode(ckpt) == lock.LockMode("lock file", "cluster.lock: file")
+    with caplog.at_level(logging.WARNING, logger="pdelra.training.lock"), run_lock(ckpt):
+        path = ckpt / LOCK_NAME
+        assert path.read_text().startswith(f"pid {os.getpid()} on {socket.gethostname()} since ")
+        with open(path) as probe:  # held as a lock file, not by flock: a second node's flock would pass
+            fcntl.flock(probe.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        with pytest.raises(FileExistsError):
+            os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
+    assert "cluster.lock forces lock files" in caplog.text
+    assert not ckpt.exists(), "released and removed as under flock"
+
+
+def test_cluster_lock_flock_refuses_a_folder_without_flock_and_a_wrong_value_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ckpt = tmp_path / "ckpt"
+    no_flock_under(monkeypatch, ckpt)
+    monkeypatch.setenv(lock.LOCK_ENV, "flock")
+    with pytest.raises(lock.LockError, match=r"cannot flock under .*ckpt \(flock: No locks available\)"):
+        lock_mode(ckpt)
+    monkeypatch.setenv(lock.LOCK_ENV, "auto")
+    assert lock_mode(ckpt).kind == "lock file"
+    monkeypatch.setenv(lock.LOCK_ENV, "nfs")
+    with pytest.raises(lock.LockError, match=r"PDELRA_LOCK='nfs' is not one of auto, flock, file"):
+        lock_mode(ckpt)
+
+
+def test_a_stored_runs_lock_file_is_kept_when_cluster_lock_is_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Clearing a stored run removes an unheld flock file; a lock file is held without flock, so it stays."""
+    from pdelra.training import finished
+
+    ckpt = tmp_path / "checkpoints" / "run"
+    ckpt.mkdir(parents=True)
+    (ckpt / LOCK_NAME).write_text("pid 4242 on another-node since 2026-01-01T00:00:00\n")
+    monkeypatch.setenv(lock.LOCK_ENV, "file")
+    finished.clear(ckpt)
+    assert (ckpt / LOCK_NAME).exists()
+    monkeypatch.setenv(lock.LOCK_ENV, "auto")
+    finished.clear(ckpt)
+    assert not ckpt.exists()
+
+
+def test_the_schema_accepts_auto_flock_file_for_cluster_lock_and_defaults_to_auto() -> None:
+    import jsonschema
+    import yaml
+
+    schema = yaml.safe_load((Path(__file__).parents[1] / "workflow/schemas/config.schema.yaml").read_text())
+    cluster = schema["properties"]["cluster"]
+    assert cluster["properties"]["lock"]["default"] == "auto"
+    for value in ("auto", "flock", "file"):
+        jsonschema.validate({"lock": value}, cluster)
+    with pytest.raises(jsonschema.ValidationError, match="'localflock' is not one of"):
+        jsonschema.validate({"lock": "localflock"}, cluster)

@@ -1,6 +1,10 @@
 """Atomic file and folder writes. A reader, or the next attempt of a job killed mid-write, sees the old
 version or the new one, never half of one: everything is written under a temporary name in the same
-folder, then moved into place with a rename (atomic within one file system)."""
+folder, then moved into place with a rename (atomic within one file system).
+
+The temporary names come from mkstemp/mkdtemp, which create them 0600/0700 (private while being written);
+just before the rename they get the mode an ordinary open or mkdir would have given them, 0666/0777 less the
+umask, so that a group member can read the results and resume a checkpoint where the umask allows it."""
 
 from __future__ import annotations
 
@@ -20,6 +24,26 @@ if TYPE_CHECKING:
 CSV_FLOAT_FORMAT = "%.6g"
 
 
+def current_umask() -> int:
+    """This process's umask. Linux reports it in /proc/self/status; elsewhere it is set and set back, which
+    is safe as long as no other thread creates a file in between (only a fallback)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def follow_umask(path: str | Path, mode: int = 0o666) -> None:
+    """Give a file made by mkstemp (0600) or a folder made by mkdtemp (0700, pass 0o777) the mode an ordinary
+    open or mkdir gives: `mode` less the umask."""
+    os.chmod(path, mode & ~current_umask())
+
+
 @contextmanager
 def atomic_path(path: str | Path) -> Iterator[Path]:
     """Yield a temporary path beside `path` to write to; when the block succeeds, it replaces `path`.
@@ -33,6 +57,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     tmp = Path(name)
     try:
         yield tmp
+        follow_umask(tmp)  # after the block: a writer may have replaced the file (safetensors does)
         with open(tmp, "rb") as handle:
             os.fsync(handle.fileno())  # the data must be on disk before the rename makes it visible
         os.replace(tmp, path)
@@ -72,6 +97,7 @@ def atomic_dir(path: Path) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
+        follow_umask(tmp, 0o777)
         if path.exists():
             old = path.with_name(f".{path.name}.old")
             shutil.rmtree(old, ignore_errors=True)

@@ -124,12 +124,39 @@ def _tree(root: Path, module_name: str) -> Path | None:
     return root
 
 
-def _inside(path: Path, tree: Path) -> bool:
-    """Whether `path` is the user's code: in `tree`, and not the pdelra package (`code_version` has it)."""
+def _inside(path: Path, tree: Path, package: bool = False) -> bool:
+    """Whether `path` is the user's code: in `tree`, and not the pdelra package (`code_version` has it); with
+    `package`, whether it is the pdelra package's code."""
+    if package:
+        return path.is_relative_to(_PACKAGE_DIR)
     return path.is_relative_to(tree) and not path.is_relative_to(_PACKAGE_DIR)
 
 
-def _closure(module_name: str, root: Path, tree: Path) -> list[Path]:
+TRAINING_PACKAGE = "pdelra.training"  # its modules run `pdelra train` and `pdelra train-pack`
+
+
+@cache
+def training_code() -> str:
+    """sha256 (hex) of the pdelra source files a training process runs: the modules of TRAINING_PACKAGE (its
+    commands name their handlers as strings, so each module is a start) and every module of pdelra they
+    import, transitively (read statically, as for operators). A finished run is restored only by
+    the same training code (pdelra.training.finished): an edit of the model, the training loop or the data
+    loading changes it; an edit of the README, a profile, a config or the reporting code does not, unlike
+    `git describe --dirty`."""
+    root = _PACKAGE_DIR.parent
+    folder = root.joinpath(*TRAINING_PACKAGE.split("."))
+    files: set[Path] = set()
+    for module in sorted(folder.glob(f"*{_SOURCE}")):
+        files.update(_closure(f"{TRAINING_PACKAGE}.{module.stem}", root, root, package=True))
+    digest = hashlib.sha256()
+    for path in sorted(files):
+        content = path.read_bytes()
+        digest.update(f"{path.relative_to(root).as_posix()}\0{len(content)}\0".encode())
+        digest.update(content)
+    return digest.hexdigest()
+
+
+def _closure(module_name: str, root: Path, tree: Path, package: bool = False) -> list[Path]:
     """The files of `module_name`, its parent packages and every module of `tree` they import, in turn."""
     seen: dict[Path, None] = {}
     pending = [module_name]
@@ -143,7 +170,7 @@ def _closure(module_name: str, root: Path, tree: Path) -> list[Path]:
         for depth in range(1, len(parts) + 1):  # importing a.b.c runs a/__init__.py and a/b/__init__.py
             prefix = ".".join(parts[:depth])
             path = _module_path(root, prefix)
-            if path is None or not _inside(path.resolve(), tree.resolve()) or path in seen:
+            if path is None or not _inside(path.resolve(), tree.resolve(), package) or path in seen:
                 continue
             seen[path] = None
             if path.suffix == _SOURCE:

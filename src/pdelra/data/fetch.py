@@ -7,6 +7,9 @@ against `--md5` when given (a published checksum), otherwise against the md5 rec
 fetch, so the first fetch of an unpublished source records it and every later one must match it. On any
 failure (download error, truncation, mismatch) the new file is removed and the previous file and `.dvc`
 record are put back unchanged.
+
+DVC's lock: where run locks are lock files (no flock), DVC is set to lock with hard links first
+(pdelra.dvc_lock), or `dvc import-url` could not lock the project.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 
 import yaml
 
+from pdelra import dvc_lock
 from pdelra.data.errors import DataError
 
 log = logging.getLogger("pdelra.data")
@@ -65,6 +69,7 @@ def fetch(url: str, out: Path, md5: str | None = None) -> str:
     """Fetch `url` to `out` under DVC; return the content md5. See the module docstring for the checks."""
     out = out.absolute()
     root = dvc_root(out)
+    dvc_lock.prepare(root)  # hard-link locks where flock fails, and no stale lock left to wait for
     relative = out.relative_to(root)
     dvc_file = out.with_name(out.name + ".dvc")
     previous_text = dvc_file.read_text() if dvc_file.is_file() else None

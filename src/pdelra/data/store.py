@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from pdelra.atomic import atomic_path, write_bytes_atomic
+from pdelra.atomic import atomic_path, follow_umask, write_bytes_atomic
 from pdelra.data.errors import DataError
 from pdelra.data.hashing import file_digest
 
@@ -222,9 +222,14 @@ class ArrayWriter:
         fd, name = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
         os.close(fd)
         self._tmp = Path(name)
-        self._array = np.lib.format.open_memmap(
-            self._tmp, mode="w+", dtype=dtype, shape=(capacity, *row_shape)
-        )
+        try:
+            follow_umask(self._tmp)  # mkstemp's 0600 would keep the data from the group
+            self._array = np.lib.format.open_memmap(
+                self._tmp, mode="w+", dtype=dtype, shape=(capacity, *row_shape)
+            )
+        except BaseException:  # no temporary file left behind (a full disk, an interrupt)
+            self._tmp.unlink(missing_ok=True)
+            raise
         self.count = 0
 
     def append(self, rows: np.ndarray) -> None:

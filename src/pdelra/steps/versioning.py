@@ -12,6 +12,10 @@
 Only folders are added, on purpose: `dvc add` of a single file rewrites its mtime (a folder's files keep
 theirs), which would make Snakemake rerun the jobs downstream of it.
 
+Before DVC opens the project, DVC's lock is made to work where flock does not (pdelra.dvc_lock), and the
+project's .dvcignore is made to hold `.*.tmp`, so that a temporary file left in an artifact folder is never
+recorded.
+
 The DVC Python API (`dvc.repo.Repo`) is used instead of the `dvc` command so that a copy of the project
 that is not a git checkout (a test workspace, an unpacked tarball) can still be versioned (`core.no_scm`).
 """
@@ -26,7 +30,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdelra.atomic import write_json_atomic
+from pdelra import dvc_lock
+from pdelra.atomic import write_json_atomic, write_text_atomic
 from pdelra.errors import UserError
 from pdelra.steps.cli import ARTIFACTS
 
@@ -36,6 +41,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RECORD_VERSION = 1
+TEMPORARY_PATTERNS = (".*.tmp",)  # .NAME.XXXX.tmp (pdelra.atomic), .NAME.PID.tmp (restores)
 
 
 class VersioningError(UserError, RuntimeError):
@@ -68,11 +74,26 @@ def open_repo(path: Path) -> Repo:
             f"{path} is not inside a DVC project (no .dvc folder above it); "
             "run `dvc init` at the repository root"
         ) from err
+    dvc_lock.prepare(root)  # hard-link locks where flock fails, and no stale lock left to wait for
+    ignore_temporary_files(root)
     overrides: dict[str, Any] = {}
     if not _inside_git(root):
         log.warning("%s is not a git checkout: DVC runs without git; commit the .dvc files elsewhere", root)
         overrides = {"core": {"no_scm": True}}
     return Repo(str(root), config=overrides or None, _wait_for_lock=True)
+
+
+def ignore_temporary_files(root: Path) -> None:
+    """Make sure the project's .dvcignore keeps DVC from recording temporary files: the names the atomic
+    writes (pdelra.atomic) and the restore of a finished run (pdelra.training.finished) write under before a
+    rename, which a job killed at that moment leaves behind."""
+    path = root / ".dvcignore"
+    lines = path.read_text().splitlines() if path.is_file() else []
+    missing = [pattern for pattern in TEMPORARY_PATTERNS if pattern not in lines]
+    if not missing:
+        return
+    write_text_atomic(path, "\n".join([*lines, *missing]) + "\n")
+    log.warning("added %s to %s: DVC must not record temporary files", ", ".join(missing), path)
 
 
 def default_remote(repo: Repo) -> str | None:

@@ -8,8 +8,10 @@ and only then publishes them to RUN_DIR: a hard link of each (a copy where links
 kept copy costs no disk space while the outputs exist, and deleting the outputs leaves it.
 
 A retry (or a rerun of the pack) finds CKPT_DIR/finished/metrics.json and, when it belongs to this run
-(same config hash and data manifest hash) and this code (same `code_version`), publishes it again instead of
-training. A finished copy of another config or code version is removed and the run trains.
+(same config hash and data manifest hash, and the same own operators' code) and this training code (the
+same digest of the source files training runs, `code_version["training"]`; not `git describe --dirty`,
+which an edit of the README or a profile changes), publishes it again instead of training. A finished copy
+of another config or training code is removed and the run trains.
 
 The kept copy is removed once Snakemake has stored the run's outputs: the workflow's start, success and
 error handlers (workflow/rules/common.smk, `clear_finished_runs`) clear it for every run whose metrics.json
@@ -31,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from pdelra.training import metrics as run_metrics  # code_version looked up at call time: tests replace it
-from pdelra.training.lock import LOCK_NAME
+from pdelra.training.lock import LOCK_NAME, lock_choice
 
 log = logging.getLogger(__name__)
 
@@ -64,14 +66,20 @@ def _link_or_copy(source: Path, target: Path) -> None:
     tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
     tmp.unlink(missing_ok=True)
     try:
-        os.link(source, tmp)
-    except OSError as exc:  # another file system, or one without hard links
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
-            raise
-        shutil.copyfile(source, tmp)
-    # A fresh time: a restored output must not look older than an input touched since the first attempt.
-    os.utime(tmp)
-    os.replace(tmp, target)
+        try:
+            os.link(source, tmp)
+        except OSError as exc:  # another file system, or one without hard links
+            if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP, errno.EOPNOTSUPP):
+                raise
+            shutil.copyfile(source, tmp)
+        # A fresh time: a restored output must not look older than an input touched since the first attempt.
+        os.utime(tmp)
+        os.replace(tmp, target)
+    finally:
+        # Gone after a rename, except where the target already was a link to the kept file: renaming a link
+        # onto another link of the same file does nothing (POSIX), and leaves the temporary name. On an error
+        # it would be left too.
+        tmp.unlink(missing_ok=True)
 
 
 def restore(ckpt_dir: Path, out_dir: Path, identity: dict[str, Any]) -> dict[str, Any] | None:
@@ -87,10 +95,9 @@ def restore(ckpt_dir: Path, out_dir: Path, identity: dict[str, Any]) -> dict[str
     for key, value in identity.items():
         if metrics.get(key) != value:
             return _discard(folder, f"its {key} differs from this run's")
-    if metrics.get("code_version") != run_metrics.code_version():
-        return _discard(
-            folder, f"it was trained by code {metrics.get('code_version')}, not {run_metrics.code_version()}"
-        )
+    kept, current = _training_code(metrics.get("code_version")), _training_code(run_metrics.code_version())
+    if kept != current:  # the training code's digest, not `git describe --dirty`: a README edit keeps it
+        return _discard(folder, f"it was trained by other training code (digest {kept}, now {current})")
     publish(ckpt_dir, out_dir)
     log.info(
         "this run finished earlier (its final state was kept in %s); restored its results to %s: nothing "
@@ -99,6 +106,11 @@ def restore(ckpt_dir: Path, out_dir: Path, identity: dict[str, Any]) -> dict[str
         out_dir,
     )
     return metrics
+
+
+def _training_code(version: Any) -> str | None:
+    """The training code's digest in a `code_version` record (None in one written before it was recorded)."""
+    return version.get("training") if isinstance(version, dict) else None
 
 
 def _discard(folder: Path, reason: str) -> None:
@@ -130,7 +142,7 @@ def clear(ckpt_dir: Path) -> bool:
 
 def _remove_unheld_lock(ckpt_dir: Path) -> None:
     path = ckpt_dir / LOCK_NAME
-    if not path.exists():
+    if not path.exists() or lock_choice() == "file":  # a lock file is held without flock: leave it
         return
     try:
         with open(path, "a") as handle:

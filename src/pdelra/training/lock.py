@@ -17,6 +17,12 @@ Two ways to hold it, chosen per file system:
   Breaking is serialised by a second O_EXCL file (lock.break), under which the waiter checks that the lock
   is still the one it judged stale before it removes it.
 
+Which of the two: the probe (`lock_mode`) picks flock where it works, unless the config's `cluster.lock`
+says otherwise. The workflow passes it to every job as the environment variable PDELRA_LOCK (`auto`, `flock`
+or `file`): `file` forces lock files even where the probe's flock works, because node-local flock (Lustre
+`localflock`, NFS `local_lock=flock`) passes any probe on one node yet lets two nodes hold the same lock;
+`flock` refuses a folder without flock instead of falling back.
+
 Either way the lock file is removed by its holder when the run ends (completed, diverged or interrupted),
 with the run's checkpoint folder when nothing else is left in it, so finished runs leave no `lock` files.
 A flock waiter that wakes on a file its holder has just removed takes the lock again on the new file.
@@ -46,6 +52,9 @@ from pdelra.errors import UserError
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "lock"
+LOCK_ENV = "PDELRA_LOCK"  # cluster.lock as the workflow hands it to its jobs: auto, flock or file
+LOCK_CHOICES = ("auto", "flock", "file")
+FORCED = "cluster.lock: file"  # the reason of a lock-file mode the config chose
 # errno values of a file system whose flock does not work (as opposed to a lock someone holds).
 NO_FLOCK = frozenset({errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 HEARTBEAT_S = 30.0  # the lock-file holder touches its file this often
@@ -74,9 +83,31 @@ class LockMode:
         return f"{self.kind} ({self.reason})"
 
 
+def lock_choice() -> str:
+    """cluster.lock as this process got it (PDELRA_LOCK; unset or empty: auto)."""
+    choice = os.environ.get(LOCK_ENV, "").strip() or "auto"
+    if choice not in LOCK_CHOICES:
+        raise LockError(f"{LOCK_ENV}={choice!r} is not one of {', '.join(LOCK_CHOICES)} (cluster.lock)")
+    return choice
+
+
 def lock_mode(folder: Path) -> LockMode:
-    """Probe `folder` (created if missing): can a process flock a file there? Used at preflight to say which
-    lock the training jobs will use; a job probes again itself (a compute node may mount it otherwise)."""
+    """Which lock runs take in `folder` (created if missing): flock where a process can flock a file there,
+    else lock files; `cluster.lock` (PDELRA_LOCK) forces either. Used at preflight to say which lock the
+    training jobs will use; a job decides again itself (a compute node may mount it otherwise)."""
+    choice = lock_choice()
+    if choice == "file":  # no probe: node-local flock passes it and still lets two nodes in
+        folder.mkdir(parents=True, exist_ok=True)
+        return LockMode("lock file", FORCED)
+    mode = _probe(folder)
+    if choice == "flock" and mode.kind != "flock":
+        raise LockError(f"cannot flock under {folder} ({mode.reason}) although cluster.lock is flock; "
+                        "set cluster.lock to auto or file")  # fmt: skip
+    return mode
+
+
+def _probe(folder: Path) -> LockMode:
+    """Can a process flock a file in `folder`?"""
     folder.mkdir(parents=True, exist_ok=True)
     probe = folder / f".lock-probe-{socket.gethostname()}-{os.getpid()}"
     try:
@@ -130,12 +161,20 @@ def _warn_no_flock(folder: Path, mode: LockMode) -> None:
     if _warned:
         return
     _warned = True
+    forced = mode.reason == FORCED
+    why = "cluster.lock forces lock files" if forced else "flock is not available"
+    cause = (
+        "node-local flock is not shared by the nodes"
+        if forced
+        else "Lustre mounted noflock, or NFS without a lock daemon"
+    )
     log.warning(
-        "flock is not available under %s (%s: Lustre mounted noflock, or NFS without a lock daemon); "
-        "run locks are lock files created with O_EXCL instead (a stale one is broken when its holder's pid "
-        "on this host is gone, or after %d min without a heartbeat)",
+        "%s under %s (%s: %s); run locks are lock files created with O_EXCL instead (a stale one is broken "
+        "when its holder's pid on this host is gone, or after %d min without a heartbeat)",
+        why,
         folder.parent,
         mode.reason,
+        cause,
         STALE_AFTER_S // 60,
     )
 
@@ -210,7 +249,7 @@ def _lock_file(path: Path) -> Iterator[bool]:
     while True:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             break
         except FileNotFoundError:
             continue
@@ -221,7 +260,7 @@ def _lock_file(path: Path) -> Iterator[bool]:
             continue
         reason = _stale_reason(held, watch.unchanged_for(path, held))
         if reason is not None:
-            if _break(path, held, reason):
+            if break_stale(path, held, reason):
                 continue
         elif not waited:
             log.warning(
@@ -284,7 +323,7 @@ def _read(path: Path) -> str | None:
 def _stale_reason(held: str, unchanged_s: float) -> str | None:
     """Why the lock file holding `held` is abandoned, or None while its holder may still be alive."""
     match = _HOLDER.match(held)
-    if match and match.group(2) == socket.gethostname() and not _alive(int(match.group(1))):
+    if match and match.group(2) == socket.gethostname() and not pid_alive(int(match.group(1))):
         return f"its holder, pid {match.group(1)} on this host, is gone"
     if unchanged_s >= STALE_AFTER_S:
         return f"no heartbeat for {unchanged_s / 60:.0f} min"
@@ -293,7 +332,7 @@ def _stale_reason(held: str, unchanged_s: float) -> str | None:
     return None
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -303,12 +342,12 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def _break(path: Path, held: str, reason: str) -> bool:
+def break_stale(path: Path, held: str, reason: str) -> bool:
     """Remove the stale lock `path` if it still holds `held`; True when it was removed. Breakers take turns
     through lock.break, so two of them never remove a lock that one of them has just taken."""
     guard = path.with_name(f"{LOCK_NAME}.break")
     try:
-        fd = os.open(guard, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = os.open(guard, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except FileExistsError:
         with contextlib.suppress(FileNotFoundError):
             if time.time() - guard.stat().st_mtime > BREAK_STALE_S:

@@ -16,6 +16,7 @@ from functools import cache
 from pathlib import Path
 
 from pdelra import __version__
+from pdelra.operator_code import training_code
 
 METRICS_NAME = "metrics.json"
 SCHEMA_VERSION = 1
@@ -70,7 +71,8 @@ def library_versions() -> dict[str, str]:
 
 @cache
 def code_version() -> dict[str, str | None]:
-    """The package version and, when the code runs from a git checkout, `git describe` of it.
+    """The package version, when the code runs from a git checkout `git describe` of it, and `training`: the
+    digest of the source files training runs (pdelra.operator_code.training_code), which decides a restore.
 
     Never fails: outside git (an installed wheel, a copied tree, no git binary) the git field is None.
     """
@@ -86,4 +88,4 @@ def code_version() -> dict[str, str | None]:
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         described = None
-    return {"package": __version__, "git": described or None}
+    return {"package": __version__, "git": described or None, "training": training_code()}
