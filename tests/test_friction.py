@@ -171,7 +171,14 @@ def test_the_readme_own_operator_study_runs_as_written(tmp_path: Path) -> None:
     assert priced and float(priced.group(1)) > 0
 
 
-DOCS = ("README.md", "config/README.md", "docs/interfaces.md")
+DOCS = (
+    "README.md",
+    "config/README.md",
+    "docs/interfaces.md",
+    "docs/measurements.md",
+    "docs/related-systems.md",
+    "docs/troubleshooting.md",
+)
 
 
 def _doc_commands(path: str) -> list[tuple[str, bool]]:

@@ -51,8 +51,10 @@ def test_jobs_are_the_workflows_own(tmp_path: Path, name: str) -> None:
         assert len(experiment.lra_runs({**loaded, "run_grids": ["main", "multiscale"]})) == 245
         assert dry_run["cta_official_train"] == 40 and dry_run["cta_lm_train"] == 16 * 5
         assert (dry_run["cta_fetch"], dry_run["cta_extract"], dry_run["cta_preprocess"]) == (5, 3, 4)
-    else:
+    else:  # and the demo's figures the README quotes: 109 jobs, 76 training runs (62 + 4 + 4 + 6), 7 diagnose
         assert dry_run["cta_official_train"] == 4 and dry_run["cta_lm_train"] == 6
+        assert dry_run["train"] == 62 and dry_run["lm_train"] == 4 and dry_run["diagnose"] == 7
+        assert trained == 76 and sum(dry_run.values()) == 109
         assert (dry_run["cta_generate"], dry_run["cta_preprocess"]) == (4, 2)
     assert dry_run["cta_official_aggregate"] == 1 and dry_run["cta_lm_preprocess"] == 1
 

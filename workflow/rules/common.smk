@@ -33,7 +33,7 @@ except ImportError:  # a Snakemake without this hook: the same workflow, only sl
 # ----------------------------------------------------------------------------------------------------
 if not workflow.overwrite_configfiles:
     # Snakemake's own message for a YAML syntax error names neither the file nor the line: find them first.
-    # (A --configfile is read by Snakemake before the Snakefile runs; the README's troubleshooting table
+    # (A --configfile is read by Snakemake before the Snakefile runs; docs/troubleshooting.md
     # shows how to find the line then, and `pdelra config check FILE` names it.)
     if problem := yaml_problem("config/config.yaml"):
         print(f"Invalid config: {problem}", file=sys.stderr)
