@@ -9,7 +9,7 @@ says "not run"."""
 
 # ----------------------------------------------------------------------------------------------------
 # The section's globals (here, not in common.smk: they serve these rules; report.smk's aggregate takes the
-# section's tables as a part of pdelra.steps.parts). Its input functions are in common.smk.
+# section's tables as a part of pdelra.steps.parts). Its input functions: cta_official_inputs.smk.
 # ----------------------------------------------------------------------------------------------------
 
 CTA = config.get("cta_official")

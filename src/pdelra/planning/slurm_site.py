@@ -1,5 +1,5 @@
 """What a Slurm job asks for, and whether the site can give it: the workflow's resource arithmetic and the
-preflight probe it runs before any local work (workflow/rules/common.smk).
+preflight probe it runs before any local work (workflow/rules/hooks.smk).
 
 Runtimes. A job's `runtime` (minutes, Slurm's `-t`) is the configured one times the attempt, never more than
 `cluster.max_runtime`. A pack of K runs sharing one GPU asks for K times one run's time divided by

@@ -14,7 +14,7 @@ which an edit of the README or a profile changes), publishes it again instead of
 of another config or training code is removed and the run trains.
 
 The kept copy is removed once Snakemake has stored the run's outputs: the workflow's start, success and
-error handlers (workflow/rules/common.smk, `clear_finished_runs`) clear it for every run whose metrics.json
+error handlers (workflow/rules/hooks.smk, `clear_finished_runs`) clear it for every run whose metrics.json
 belongs to a job that is complete (not to be run, or finished in this session). Rerun `pdelra train` by hand
 on a finished run restores it too; delete CKPT_DIR to train it again.
 

@@ -1,0 +1,42 @@
+"""The house a maintainer reads: files small enough to read in one sitting, and comments that point only at
+files the project has."""
+
+from __future__ import annotations
+
+import re
+
+from conftest import REPO
+
+MAX_MODULE_LINES = 700
+MAX_COMMON_SMK_LINES = 300
+# Project paths as comments and docstrings name them (a user's own file, such as config/mine.yaml in the
+# README's own-operator study, is not the project's).
+FOLDERS = "tests|docs|benchmarks|config|scripts|workflow|examples|profiles|src/pdelra"
+PATH = re.compile(rf"\b((?:{FOLDERS})/[\w./-]+\.(?:py|md|yaml|sh|smk|ipynb))")
+USERS_OWN = {"config/mine.yaml"}
+
+
+def test_no_module_is_too_long_to_read_and_common_smk_holds_only_validation_and_inputs() -> None:
+    long = {
+        str(path.relative_to(REPO)): n
+        for path in sorted((REPO / "src" / "pdelra").rglob("*.py"))
+        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
+    common = REPO / "workflow" / "rules" / "common.smk"
+    assert len(common.read_text().splitlines()) <= MAX_COMMON_SMK_LINES
+
+
+def test_every_project_path_a_comment_or_doc_names_exists() -> None:
+    sources = [*(REPO / "src" / "pdelra").rglob("*.py"), *(REPO / "workflow").rglob("*.smk"),
+               *(REPO / "tests").glob("*.py"), *(REPO / "benchmarks").glob("*"), REPO / "Snakefile",
+               REPO / "Makefile", REPO / "README.md", *(REPO / "docs").glob("*.md"),
+               REPO / "config" / "README.md"]  # fmt: skip
+    dangling = {
+        (str(source.relative_to(REPO)), name)
+        for source in sources
+        if source.is_file()
+        for name in PATH.findall(source.read_text(errors="replace"))
+        if name not in USERS_OWN and not (REPO / name).exists()
+    }
+    assert not dangling, f"names of files the project lacks: {sorted(dangling)}"

@@ -1,0 +1,90 @@
+"""The workflow's hooks: at the start, the Slurm preflight (before any local work) and the checkpoint lock
+the training jobs will take; at the start, on success and on error, the kept final state of the runs whose
+jobs are complete is cleared."""
+
+# ----------------------------------------------------------------------------------------------------
+# The cluster: with the slurm executor, before any local work (downloads, preprocessing), the profile's
+# placeholders must be replaced, sbatch/sacct must reach the cluster, and every partition the jobs use must
+# exist and allow cluster.max_runtime (pdelra.planning.slurm_site.site_problems). One message, then stop; a partition
+# whose preemption cancels instead of requeueing is a warning.
+# ----------------------------------------------------------------------------------------------------
+def check_cluster():
+    plugin = workflow.executor_plugin
+    if plugin is None or plugin.name != "slurm":
+        return
+    given, partitions, seen, placed = [], {}, set(), []
+    for job in workflow.dag.needrun_jobs():  # one job per (rule, task), as Slurm would get it
+        key = (job.rule.name, job.wildcards.get("task") or job.wildcards.get("cta_task"))
+        if job.is_local or key in seen:
+            continue
+        seen.add(key)
+        partition, account = (job.resources.get(k) for k in ("slurm_partition", "slurm_account"))
+        given += [str(partition), str(account)]
+        partitions.setdefault(partition, []).append((job.rule.name, job.resources.get("runtime") or 0))
+        placed.append((job.rule.name, job.resources.get("gpu") or 0, partition))
+    status = getattr(workflow.executor_settings, "status_command", None) or "sacct"
+    found = slurm_site.site_problems(partitions, given, status, MAX_RUNTIME)
+    if cpu_warning := slurm_site.cpu_partition_warning(placed, config["cluster"]["cpu_partition"]):
+        found.warnings.append(cpu_warning)
+    for warning in found.warnings:
+        print(f"Warning (Slurm): {warning}", file=sys.stderr)
+    if found.problems:
+        lines = "\n".join(f"  - {problem}" for problem in found.problems)
+        print(f"Cannot use Slurm (nothing was started):\n{lines}", file=sys.stderr)
+        sys.exit(1)
+
+
+# ----------------------------------------------------------------------------------------------------
+# Finished runs and their locks (pdelra.training.finished, pdelra.training.lock). A trainer keeps a finished
+# run's final files in CKPT_DIR/finished/ until Snakemake has stored its outputs, so a job (or a pack member)
+# killed after its run finished is restored by the retry, not retrained. Each start, success and error of
+# the workflow clears the kept copies of the runs whose jobs are complete. At the start it also says which
+# lock the training jobs take in the checkpoint folders (flock, or lock files where flock is missing).
+# ----------------------------------------------------------------------------------------------------
+def clear_finished_runs():
+    """Remove CKPT_DIR/finished/ of every run whose metrics.json is the output of a complete job: one that
+    was not to be run, or that finished in this session (its outputs are stored)."""
+    from pdelra.training import finished
+
+    dag, cleared = workflow.dag, 0
+    for job in dag.jobs:
+        if not dag.noneedrun_finished(job):
+            continue
+        for path in job.output:
+            out = Path(path)
+            if out.name == "metrics.json" and "runs" in out.parts:
+                cleared += finished.clear(finished.checkpoint_dir_of(out.parent))
+    if cleared:
+        print(f"Removed the kept final state of {cleared} stored run(s) from their checkpoint folders")
+
+
+def checkpoint_lock_preflight():
+    """Say which lock the training jobs will take in the checkpoint folders (probed where they are)."""
+    from pdelra.training import finished
+    from pdelra.training.lock import LockError, lock_mode
+
+    rules = {job.rule for job in workflow.dag.needrun_jobs()}
+    patterns = [rule.params.get("checkpoints") for rule in rules]
+    roots = {finished.checkpoint_root(Path(p)) for p in patterns if isinstance(p, str) and "checkpoints" in p}
+    for root in sorted(roots):
+        try:
+            mode = lock_mode(root)
+        except (OSError, LockError) as exc:  # the training jobs could not lock or write there either
+            print(f"Cannot use {root} for checkpoints (nothing was started): {exc}", file=sys.stderr)
+            sys.exit(1)
+        print(f"Checkpoint lock in {root}: {mode}", file=sys.stderr)
+
+
+
+onstart:
+    check_cluster()
+    checkpoint_lock_preflight()
+    clear_finished_runs()
+
+
+onsuccess:
+    clear_finished_runs()
+
+
+onerror:
+    clear_finished_runs()

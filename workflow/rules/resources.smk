@@ -1,0 +1,98 @@
+"""What each job asks the cluster for: runtimes capped at cluster.max_runtime, the site options of
+every GPU rule, the priorities, and the CPU jobs' partition (profiles/slurm/README.md)."""
+
+# ----------------------------------------------------------------------------------------------------
+# Slurm requests. Every runtime is the configured one times the attempt, capped at cluster.max_runtime
+# (pdelra.planning.slurm_site.attempt_runtime says why the multiplier stays under the cap). Site options (partition,
+# constraint, GPU model, qos, extra sbatch flags) come from the same resources sections; CPU-only jobs go
+# to cluster.cpu_partition when one is set.
+# ----------------------------------------------------------------------------------------------------
+def capped_runtime(minutes, attempt):
+    return slurm_site.attempt_runtime(minutes, attempt, MAX_RUNTIME)
+
+
+@declared
+def train_runtime(wildcards, attempt):
+    """Minutes of one attempt of a training job: its task's runtime times the attempt, capped."""
+    return capped_runtime(_merged("resources", wildcards.task)["runtime"], attempt)
+
+
+def runtime_of(resources_of):
+    """A rule's runtime function from `resources_of(wildcards)` (a resources section with `runtime`)."""
+    return declared(lambda wildcards, attempt: capped_runtime(resources_of(wildcards)["runtime"], attempt))
+
+
+def site_options(sections):
+    """The site options (pdelra.planning.slurm_site.SITE_KEYS) of the GPU jobs that read `sections`: {task:
+    resources section}, or {None: section} for a rule without tasks. Every GPU rule takes them through here,
+    over those of defaults.resources (slurm_site.shared_site_options), so that the site's partition, GPU model
+    or qos set once there reach the related systems' jobs too; a section's own key wins. A key set for no task
+    is left out (the profile's default-resources apply); one value for all is a constant; otherwise a function
+    of the task (None where a task leaves it unset: Snakemake then drops the resource, and the plugin adds no
+    flag)."""
+    shared = slurm_site.shared_site_options(config)
+    options = {}
+    for key in slurm_site.SITE_KEYS:
+        values = {task: section.get(key, shared.get(key)) for task, section in sections.items()}
+        if all(value is None for value in values.values()):
+            continue
+        if len(set(values.values())) == 1:
+            options[key] = next(iter(values.values()))
+        else:
+            options[key] = declared(lambda wildcards, _values=values: _values[_task_of(wildcards)])
+    return options
+
+
+def _task_of(wildcards):
+    return wildcards.get("task") or wildcards.get("cta_task")
+
+
+def task_site_options():
+    return site_options({task: _merged("resources", task) for task in config["tasks"]})
+
+
+# Priorities (cluster.priority, pdelra.planning.priorities): Snakemake submits the ready jobs of the highest
+# `priority:` first, so under the profile's `jobs:` limit the paper's runs are not left pending behind the
+# related systems'.
+PRIORITY = priorities.rule_priorities(config["cluster"]["priority"])
+CELL_CLASS = priorities.cell_classes(config)
+
+
+def run_priority():
+    """`priority:` of an LRA training job: its grid cell's class (paper or related); a constant where every
+    cell has the same class."""
+    values = {PRIORITY[name] for name in CELL_CLASS.values()}
+    if len(values) <= 1:
+        return values.pop() if values else PRIORITY["paper"]
+    return cell_priority
+
+
+@declared
+def cell_priority(wildcards):
+    return PRIORITY[CELL_CLASS[(wildcards.task, wildcards.variant, wildcards.scale, wildcards.setting)]]
+
+
+def cpu_site_options():
+    """The partition of CPU-only jobs (diagnose; data preparation with cluster.prepare_as_jobs)."""
+    partition = config["cluster"]["cpu_partition"]
+    return {"slurm_partition": partition} if partition else {}
+
+
+# Extraction and preprocessing: local rules on the submit host, or CPU jobs with cluster.prepare_as_jobs
+# (login nodes often cap CPU time and memory; a download stays local, since compute nodes often lack internet).
+# The data writers stream to disk (pdelra.data.store.ArrayWriter): 8 GB and 4 h are a generous estimate for
+# the 7.7 GB LRA archive, not a measurement; --set-resources RULE:mem_mb=... changes them.
+PREPARE_AS_JOBS = config["cluster"]["prepare_as_jobs"]
+PREPARE_MEM_MB, PREPARE_MINUTES = 8000, 240
+
+
+def prepare_resources():
+    if not PREPARE_AS_JOBS:
+        return {}  # runs locally: nothing to ask Slurm for, and nothing to take from a local pool
+    runtime = declared(lambda wildcards, attempt: capped_runtime(PREPARE_MINUTES, attempt))
+    return {"gpu": 0, "cpus_per_task": 1, "mem_mb": PREPARE_MEM_MB, "runtime": runtime, **cpu_site_options()}
+
+
+# Said once, by the Snakemake that plans the jobs (not again in each job's own Snakemake).
+if workflow.is_main_process and (_runtime_warnings := slurm_site.runtime_warnings(config)):
+    print("Warning (runtime):\n" + "\n".join(f"  - {line}" for line in _runtime_warnings), file=sys.stderr)
