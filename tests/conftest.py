@@ -252,7 +252,13 @@ def workspace(tmp_path: Path) -> Path:
 # ~3 min each on one core).
 SHARED_WORKSPACE_GROUP = "finished_tiny"
 SHARED_WORKSPACE_MODULES = ("test_workflow_run", "test_dvc", "test_diagnostics_run", "test_template")
-FIRST_GROUPS = ("test_slurm", SHARED_WORKSPACE_GROUP, "test_claims_noise", "test_claims_reach")
+FIRST_GROUPS = (
+    "test_slurm",
+    SHARED_WORKSPACE_GROUP,
+    "test_slurm_submit",
+    "test_claims_noise",
+    "test_claims_reach",
+)
 
 
 def worker_group(nodeid: str) -> str:

@@ -251,13 +251,13 @@ SITE = {"slurm_partition": "gpu", "constraint": "a100|h100", "gpu_model": "h100"
 
 
 def _paper_config() -> dict:
-    """The shipped paper config with fewer seeds (2 per LRA grid, 1 for the LM and CTA's own grid): every
-    rule and class is there, in about a third of the submissions (each costs the plugin about half a
-    second)."""
+    """The shipped paper config with one seed per grid (the LM's and CTA's own too): every rule and class
+    is there, at least 20 submissions of each side, in a sixth of the submissions (each costs the plugin
+    about half a second)."""
     with open(REPO / "config" / "config.yaml") as f:
         config = yaml.safe_load(f)
     for grid in config["grids"].values():
-        grid["seeds"] = grid["seeds"][:2]
+        grid["seeds"] = grid["seeds"][:1]
     config["lm"]["seeds"] = config["lm"]["seeds"][:1]
     config["cta_official"]["seeds"] = config["cta_official"]["seeds"][:1]
     return config
@@ -349,7 +349,7 @@ def _runs(classes: list[str]) -> list[tuple[str, int]]:
     return blocks
 
 
-@pytest.mark.slow  # ~130 submissions through the plugin, none run: ~1 min
+@pytest.mark.slow  # ~80 submissions through the plugin, none run: ~40 s
 def test_the_paper_runs_are_submitted_first_then_diagnose_then_the_related_systems(tmp_path: Path):
     """The shipped paper config (cluster.priority unset: paper, diagnose, related; no cpu_partition): the
     order of the sbatch calls, and the preflight's one line about diagnose on the GPU partition."""
