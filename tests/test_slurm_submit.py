@@ -4,7 +4,7 @@ The stubs (written into tmp_path) log every call. `sbatch` records its arguments
 (the plugin's `snakemake --executor slurm-jobstep ...` line, whose `srun` stub runs its step in place) before
 it answers, or ends it unrun where the test asks (sacct: $STUB_UNRUN_STATE, default COMPLETED); `sacct`
 reports each job's end state; `sinfo`, `scontrol`, `sacctmgr` answer as a small site with a GPU partition
-(the default) and a CPU partition would.
+(the default) and a CPU partition would (`sacctmgr`: the account, and the association's and QOS's limits).
 The preflight (pdelra.planning.slurm_site) is checked against canned Slurm answers.
 """
 
@@ -88,19 +88,36 @@ PARTITIONS = (
 CONFIG = "MinJobAge = 300 sec\nPreemptMode = OFF\nPreemptType = preempt/none\n"
 
 
+# sacctmgr -nP show assoc / show qos (fields as slurm_site.ASSOC_FIELDS, QOS_FIELDS): no limits but a day's
+# MaxWall on the QOS long.
+ASSOC = f"{ACCOUNT}||normal,long|normal|||\n"
+QOS = "normal|||\nlong|1-00:00:00||\n"
+
+
+def _sacctmgr_stub(assoc: str, qos: str) -> str:
+    """The account for the plugin's `sacctmgr list user`; the limits for the preflight's."""
+    return (
+        '#!/bin/sh\necho "sacctmgr $*" >> "$STUB_SLURM/calls.log"\ncase " $* " in\n'
+        f"  *' assoc '*) cat <<'EOF'\n{assoc}EOF\n  ;;\n  *' qos '*) cat <<'EOF'\n{qos}EOF\n  ;;\n"
+        f"  *) echo {ACCOUNT} ;;\nesac\n"
+    )
+
+
 def _plain_stub(name: str, answer: str) -> str:
     return f'#!/bin/sh\necho "{name} $*" >> "$STUB_SLURM/calls.log"\n' + (
         f"cat <<'EOF'\n{answer}EOF\n" if answer else ""
     )
 
 
-def _write_stubs(bin_dir: Path, partitions: str = PARTITIONS, config: str = CONFIG) -> None:
+def _write_stubs(
+    bin_dir: Path, partitions: str = PARTITIONS, config: str = CONFIG, assoc: str = ASSOC, qos: str = QOS
+) -> None:
     bin_dir.mkdir(parents=True)
     stubs = {
         "sbatch": SBATCH,
         "sacct": SACCT,
         "sinfo": _plain_stub("sinfo", "gpu*\ncpu\n"),
-        "sacctmgr": _plain_stub("sacctmgr", f"{ACCOUNT}\n"),
+        "sacctmgr": _sacctmgr_stub(assoc, qos),
         "srun": '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"\n',  # drop the options
         "scancel": _plain_stub("scancel", ""),
         "squeue": _plain_stub("squeue", ""),
@@ -239,6 +256,52 @@ def test_a_partition_too_short_for_max_runtime_stops_the_run_before_any_work(tmp
     assert "set cluster.max_runtime: 240 in the config" in log
     assert "Warning (Slurm): partition gpu preempts with PreemptMode=CANCEL" in log
     assert not (ws / "data").exists() and not (state / "sbatch.jsonl").exists(), "work started anyway"
+
+
+def test_the_accounts_limits_lower_the_runs_jobs_and_a_short_qos_stops_it(tmp_path: Path):
+    """The preflight through the profile (jobs: 250) on an association with MaxSubmitJobs=3: the run keeps
+    at most one job at once (Snakemake's scheduler lowered, as its debug log shows). Then the QOS the jobs
+    name (long) allows 12 h, less than max_runtime: one line, nothing started."""
+    ws = make_workspace(tmp_path / "ws", _site_config())
+    state = tmp_path / "slurm"
+    _write_stubs(
+        state / "bin", assoc=f"{ACCOUNT}||normal,long|normal||3|\n", qos="normal|||\nlong|12:00:00||\n"
+    )
+    env = tool_env(
+        {"STUB_SLURM": str(state), "STUB_UNRUN": "train:9", "USER": os.environ.get("USER", "root")}
+    )
+    env["PATH"] = f"{state / 'bin'}{os.pathsep}{env['PATH']}"
+    target = "results/tiny/runs/listops/after_embedding/h1/base/seed0/metrics.json"
+    overrides = ("--workflow-profile", "none", "--default-resources", "slurm_partition=gpu",
+                 f"slurm_account={ACCOUNT}", "--slurm-init-seconds-before-status-checks", "1",
+                 "--max-status-checks-per-second", "10", "--latency-wait", "1", "--retries", "0",
+                 "--verbose")  # fmt: skip
+    command = snakemake_command(ws, (target, "--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "120", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    assert "Cannot use Slurm" not in log, log[-3000:]
+    warning = f"Warning (Slurm): association {ACCOUNT} takes at most 3 of your jobs queued or running"
+    assert f"{warning} (MaxSubmitJobs)" in log, log[-3000:]
+    assert "this run keeps at most 1 jobs at once (jobs: 250 lowered)" in log, log[-3000:]
+    selections = re.findall(r"Resources before job selection: (\{.*\})", log)
+    assert selections and all("'_nodes': 1," in line for line in selections), selections
+    assert (state / "sbatch.jsonl").exists(), log[-3000:]  # the run went on
+
+    config = _site_config()
+    config["cluster"]["max_runtime"] = 1440
+    ws = make_workspace(tmp_path / "ws2", config)
+    command = snakemake_command(ws, (target, "--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "120", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 1 and "Cannot use Slurm (nothing was started)" in log, log[-3000:]
+    assert "  - QOS long allows 720 min a job (MaxWall 12:00:00), less than cluster.max_runtime 1440" in log
+    assert "set cluster.max_runtime: 720 in the config" in log
+    assert "run with --jobs 1 or less" in log  # not lowered: the run stops
+    assert not (ws / "data").exists()
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -434,10 +497,16 @@ def test_slurm_times_are_read_in_minutes(text: str, minutes: float | None):
     assert slurm_site.slurm_minutes(text) == minutes
 
 
-def _answers(partitions: str, config: str = CONFIG, sinfo: str = "gpu*\ncpu\n"):
+def _answers(
+    partitions: str, config: str = CONFIG, sinfo: str = "gpu*\ncpu\n", assoc: str = ASSOC, qos: str = QOS
+):
     def run(commands):
-        canned = {"sinfo": sinfo, "partition": partitions, "config": config, "sacct": ""}
-        return [(canned[c[2] if c[0] == "scontrol" else c[0]], None) for c in commands]
+        canned = {"sinfo": sinfo, "partition": partitions, "config": config, "sacct": "", "assoc": assoc}
+        canned["qos"] = qos
+        return [
+            (canned[c[3] if c[0] == "sacctmgr" else c[2] if c[0] == "scontrol" else c[0]], None)
+            for c in commands
+        ]
 
     return run
 
@@ -474,3 +543,89 @@ def test_preflight_names_placeholders_an_unknown_partition_and_a_silent_cluster(
     assert "placeholders SET-YOUR-ACCOUNT, SET-YOUR-GPU-PARTITION" in report.problems[0]
     assert "`sinfo --noheader --format=%P` failed (Unable to contact slurm controller)" in report.problems[1]
     assert any("use --slurm-status-command squeue" in problem for problem in report.problems)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The account's and QOS's limits (sacctmgr)
+# ---------------------------------------------------------------------------------------------------------
+def _limits(assoc: str, qos: str = QOS, jobs: int | None = 250, max_runtime: int = 1440, used=(None,)):
+    found = slurm_site.account_limits(assoc, qos, [ACCOUNT], ["gpu"], used)
+    return slurm_site.limit_decisions(found, jobs, max_runtime)
+
+
+def test_sacctmgrs_lines_are_read_by_position_and_odd_lines_skipped():
+    text = f"{ACCOUNT}|gpu|normal,long|normal|20|100|2-00:00:00\nsacctmgr: a message\n"
+    assert slurm_site.parse_rows(text, slurm_site.ASSOC_FIELDS) == [
+        {"account": ACCOUNT, "partition": "gpu", "qos": "normal,long", "defaultqos": "normal",
+         "maxjobs": "20", "maxsubmit": "100", "maxwall": "2-00:00:00"}
+    ]  # fmt: skip
+    limits = slurm_site.account_limits(text, QOS, [ACCOUNT.upper()], ["gpu,cpu"], [None])
+    assert [(limit.kind, limit.value, limit.source) for limit in limits] == [
+        ("jobs", 20, f"association {ACCOUNT} (partition gpu)"),
+        ("submit", 100, f"association {ACCOUNT} (partition gpu)"),
+        ("wall", 2880, f"association {ACCOUNT} (partition gpu)"),
+    ]
+    # Another partition's, another account's limits do not apply; a QOS is read only when the jobs use it.
+    assert slurm_site.account_limits(text, QOS, [ACCOUNT], ["cpu"], [None]) == []
+    assert slurm_site.account_limits(f"other|||||5|\n{ACCOUNT}||||||\n", QOS, [ACCOUNT], [None], [None]) == []
+    assert slurm_site.account_limits("", QOS, [], [None], ["long"])[0].source == "QOS long"
+
+
+def test_a_submit_limit_caps_the_runs_jobs_below_it():
+    """MaxSubmitJobs=100 with the profile's jobs: 250: at most 90, 10 left for the user's other jobs."""
+    report = _limits(f"{ACCOUNT}||normal|normal||100|\n")
+    assert report.problems == [] and report.max_jobs == 90, report
+    (line,) = report.warnings
+    assert line.startswith(f"association {ACCOUNT} takes at most 100 of your jobs queued or running "
+                           "(MaxSubmitJobs), and sbatch refuses more"), line  # fmt: skip
+    assert "10 of them are left for your other jobs" in line and "at most 90 jobs at once (jobs: 250" in line
+    assert "set jobs: 90 in the profile (or --jobs 90)" in line
+    assert "run with --jobs 90 or less" in slurm_site.cap_line(report, 250, lowered=False)
+    # The QOS's per-user limit, when lower, is the one; a run already below the cap is left alone.
+    qos = "normal||8|40\n"
+    report = _limits(f"{ACCOUNT}||normal|normal||100|\n", qos)
+    assert report.max_jobs == 36 and "QOS normal takes at most 40" in report.warnings[0], report
+    assert "QOS normal runs at most 8 of your jobs at once (MaxJobsPerUser)" in report.notes[0], report
+    report = _limits(f"{ACCOUNT}||normal|normal||100|\n", jobs=50)
+    assert report.max_jobs is None and report.warnings == [] and report.problems == [], report
+
+
+def test_a_qos_maxwall_below_max_runtime_stops_the_run_in_one_line():
+    report = _limits(f"{ACCOUNT}||normal,long|normal|||\n", "normal|||\nlong|12:00:00||\n", used=["long"])
+    assert report.problems == [
+        "QOS long allows 720 min a job (MaxWall 12:00:00), less than cluster.max_runtime 1440: a job asking "
+        "for more pends forever (QOSMaxWallDurationPerJobLimit); set cluster.max_runtime: 720 in the config"
+    ], report
+    assert report.warnings == [] and report.max_jobs is None
+    # The default QOS (the association's, or its only one) is the jobs' QOS when they name none.
+    assert _limits(f"{ACCOUNT}||long||||\n", "long|12:00:00||\n").problems, "the only QOS is the default"
+    assert not _limits(f"{ACCOUNT}||long||||\n", "long|12:00:00||\n", max_runtime=720).problems
+
+
+def test_no_limits_nothing_said_and_an_unanswering_sacctmgr_is_a_warning():
+    report = slurm_site.site_problems(
+        {"gpu": [("train", 720)]}, ["gpu", ACCOUNT], "sacct", 1440, run=_answers(PARTITIONS.replace(
+            "MaxTime=04:00:00", "MaxTime=2-00:00:00")), user="me", accounts=[ACCOUNT], qos=[None], jobs=250,
+    )  # fmt: skip
+    assert report == slurm_site.Preflight(), report
+
+    def sacctmgr_fails(commands):
+        answers = _answers(PARTITIONS)(commands)
+        return [
+            (None, "no answer within 30 s") if c[0] == "sacctmgr" else a
+            for c, a in zip(commands, answers, strict=True)
+        ]
+
+    report = slurm_site.site_problems(
+        {"gpu": [("train", 720)]}, ["gpu", ACCOUNT], "sacct", 1440, run=sacctmgr_fails, user="me", jobs=250
+    )
+    assert report.problems == [] and len(report.warnings) == 1, report
+    assert report.warnings[0].startswith(
+        "the account's and QOS's limits are unread (`sacctmgr -nP show assoc`"
+    )
+    # Through site_problems: the limits' problem and cap reach the report.
+    report = slurm_site.site_problems(
+        {"gpu": [("train", 720)]}, ["gpu", ACCOUNT], "sacct", 1440, user="me", accounts=[ACCOUNT], jobs=250,
+        run=_answers(PARTITIONS, assoc=f"{ACCOUNT}||long||||\n", qos="long|12:00:00||100\n"),
+    )  # fmt: skip
+    assert report.max_jobs == 90 and "QOS long allows 720 min" in report.problems[0], report

@@ -5,14 +5,35 @@ jobs are complete is cleared."""
 # ----------------------------------------------------------------------------------------------------
 # The cluster: with the slurm executor, before any local work (downloads, preprocessing), the profile's
 # placeholders must be replaced, sbatch/sacct must reach the cluster, and every partition the jobs use must
-# exist and allow cluster.max_runtime (pdelra.planning.slurm_site.site_problems). One message, then stop; a partition
-# whose preemption cancels instead of requeueing is a warning.
+# exist and allow cluster.max_runtime (pdelra.planning.slurm_site.site_problems), and so must the MaxWall
+# of the account's association and of the QOS the jobs use (sacctmgr). One message, then stop; a partition
+# whose preemption cancels instead of requeueing is a warning. A submit limit (MaxSubmitJobs,
+# MaxSubmitJobsPerUser) below the profile's jobs lowers the run's concurrent jobs under it (sbatch would
+# refuse the rest).
 # ----------------------------------------------------------------------------------------------------
+def lower_concurrent_jobs(cap):
+    """Lower the run's concurrent Slurm jobs (--jobs) to `cap` before the first job is selected. Snakemake
+    9's scheduler, built before onstart, holds --jobs as its `_nodes` resource, both the total and what is
+    free; nothing is selected before onstart returns. False (nothing changed) where it is not so."""
+    scheduler = getattr(workflow, "scheduler", None)
+    pools = [getattr(scheduler, name, None) for name in ("global_resources", "resources")]
+    if not all(isinstance(pool, dict) and isinstance(pool.get("_nodes"), int) for pool in pools):
+        return False
+    if pools[0]["_nodes"] != pools[1]["_nodes"]:  # some jobs are out already
+        return False
+    for pool in pools:
+        pool["_nodes"] = min(pool["_nodes"], cap)
+    return True
+
+
 def check_cluster():
     plugin = workflow.executor_plugin
     if plugin is None or plugin.name != "slurm":
         return
-    given, partitions, seen, placed = [], {}, set(), []
+    import getpass
+
+    forced_qos = getattr(workflow.executor_settings, "qos", None)  # --slurm-qos: on every sbatch line
+    given, partitions, seen, placed, accounts, qos = [], {}, set(), [], set(), set()
     for job in workflow.dag.needrun_jobs():  # one job per (rule, task), as Slurm would get it
         key = (job.rule.name, job.wildcards.get("task") or job.wildcards.get("cta_task"))
         if job.is_local or key in seen:
@@ -22,12 +43,24 @@ def check_cluster():
         given += [str(partition), str(account)]
         partitions.setdefault(partition, []).append((job.rule.name, job.resources.get("runtime") or 0))
         placed.append((job.rule.name, job.resources.get("gpu") or 0, partition))
+        accounts.add(str(account) if account else "")
+        qos.add(forced_qos or job.resources.get("qos"))
     status = getattr(workflow.executor_settings, "status_command", None) or "sacct"
-    found = slurm_site.site_problems(partitions, given, status, MAX_RUNTIME)
+    jobs = None if workflow.nodes in (None, sys.maxsize) else workflow.nodes
+    found = slurm_site.site_problems(
+        partitions, given, status, MAX_RUNTIME, user=getpass.getuser(), accounts=accounts, qos=qos, jobs=jobs
+    )
+    if found.max_jobs is not None and (found.problems or not lower_concurrent_jobs(found.max_jobs)):
+        # Not lowered: the run stops, for this (Snakemake's scheduler is not as expected) or other problems.
+        found.warnings = [w for w in found.warnings if not w.startswith(found.cap_reason)]
+        line = slurm_site.cap_line(found, jobs, lowered=False)
+        (found.warnings if found.problems else found.problems).append(line)
     if cpu_warning := slurm_site.cpu_partition_warning(placed, config["cluster"]["cpu_partition"]):
         found.warnings.append(cpu_warning)
     for warning in found.warnings:
         print(f"Warning (Slurm): {warning}", file=sys.stderr)
+    for note in found.notes:
+        print(f"Slurm: {note}", file=sys.stderr)
     if found.problems:
         lines = "\n".join(f"  - {problem}" for problem in found.problems)
         print(f"Cannot use Slurm (nothing was started):\n{lines}", file=sys.stderr)

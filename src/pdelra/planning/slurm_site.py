@@ -11,6 +11,13 @@ gone; `sinfo` (slurmctld) and `sacct` (slurmdbd, when it is the status command) 
 jobs use exists, its MaxTime holds `cluster.max_runtime`, and its preemption requeues. The plugin takes a
 job in state PREEMPTED for one still running (it leaves requeueing to Slurm), so on a partition whose
 PreemptMode is CANCEL a preempted job is waited on forever.
+
+Limits (`account_limits`, from `sacctmgr`): the user's associations (MaxSubmitJobs, MaxJobs, MaxWall) and the
+QOS the jobs use (MaxSubmitJobsPerUser, MaxJobsPerUser, MaxWall). sbatch refuses a job past the submit limit,
+and the plugin counts that refusal as a failed attempt (three in seconds, then the job stays failed until
+Snakemake is restarted), so the run's concurrent jobs are capped below it, a few left for the user's other
+jobs. A `cluster.max_runtime` above a QOS's or association's MaxWall stops the run: such a job pends forever.
+Past MaxJobs a job only pends (it keeps its place in the queue), so MaxJobs is reported, not capped at.
 """
 
 from __future__ import annotations
@@ -64,6 +71,23 @@ def cpu_partition_warning(
 
 
 PROBE_TIMEOUT_S = 30
+# sacctmgr's parsable (-P: '|' between fields) answers, in the order these formats name the fields.
+ASSOC_FIELDS = ("account", "partition", "qos", "defaultqos", "maxjobs", "maxsubmit", "maxwall")
+QOS_FIELDS = ("name", "maxwall", "maxjobspu", "maxsubmitpu")
+QOS_PROBE = ["sacctmgr", "-nP", "show", "qos", f"format={','.join(QOS_FIELDS)}"]
+
+
+def assoc_probe(user: str) -> list[str]:
+    """The user's associations, one line each, fields as ASSOC_FIELDS."""
+    return ["sacctmgr", "-nP", "show", "assoc", "where", f"user={user}", f"format={','.join(ASSOC_FIELDS)}"]
+
+
+# Jobs of the user's that the run leaves room for under a submit limit (interactive sessions, other runs):
+# a tenth of the limit, at least 2.
+def submit_headroom(limit: int) -> int:
+    return max(2, limit // 10)
+
+
 SACCT_HINT = "; without Slurm accounting, use --slurm-status-command squeue"
 
 
@@ -152,17 +176,155 @@ def default_partition(sinfo: str) -> str | None:
     return next((p.rstrip("*") for p in sinfo.split() if p.endswith("*")), None)
 
 
-# ---------------------------------------------------------------------------------------------------------
-# Preflight
-# ---------------------------------------------------------------------------------------------------------
 @dataclass
 class Preflight:
-    """What the probe found: `problems` stop the run (nothing started); `warnings` are printed."""
+    """What the probe found: `problems` stop the run (nothing started); `warnings` and `notes` are printed;
+    `max_jobs`, when set, is the most jobs the run may keep queued or running at once (a submit limit,
+    `cap_reason`)."""
 
     problems: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    max_jobs: int | None = None
+    cap_reason: str = ""
 
 
+def parse_rows(text: str, fields: Sequence[str]) -> list[dict[str, str]]:
+    """sacctmgr's `-nP` lines ('|' between fields, as many as `fields`) as dicts; shorter lines are
+    skipped (a message, not a row)."""
+    rows = []
+    for line in text.splitlines():
+        values = [value.strip() for value in line.split("|")]
+        if len(values) >= len(fields):
+            rows.append(dict(zip(fields, values, strict=False)))
+    return rows
+
+
+def _count(text: str) -> int | None:
+    text = text.strip()
+    return int(text) if text.isdigit() else None
+
+
+@dataclass(frozen=True)
+class Limit:
+    """One limit sacctmgr reports: kind 'submit' (jobs queued or running), 'jobs' (running) or 'wall'
+    (minutes a job), its `value`, the Slurm field and where it is set ('QOS long', 'association pdelra')."""
+
+    kind: str
+    value: float
+    name: str
+    source: str
+
+
+def account_limits(
+    assoc: str,
+    qos: str,
+    accounts: Iterable[str],
+    partitions: Iterable[str | None],
+    qos_used: Iterable[str | None],
+) -> list[Limit]:
+    """The limits that apply to the jobs, from sacctmgr's answers (`assoc`: the user's associations, fields
+    ASSOC_FIELDS; `qos`: every QOS, fields QOS_FIELDS). accounts, partitions: those the jobs name (none, or
+    None: any association of the user's); qos_used: each job's QOS (None: its association's default QOS)."""
+    wanted = {a.lower() for a in accounts if a}
+    named = {p for names in partitions if names for p in names.split(",")}
+    rows = parse_rows(assoc, ASSOC_FIELDS)
+    rows = [r for r in rows if not wanted or r["account"].lower() in wanted] or rows
+    rows = [r for r in rows if not r["partition"] or not named or r["partition"] in named]
+    limits = []
+    for row in rows:
+        source = f"association {row['account']}" + (
+            f" (partition {row['partition']})" if row["partition"] else ""
+        )
+        for kind, key, name in (("submit", "maxsubmit", "MaxSubmitJobs"), ("jobs", "maxjobs", "MaxJobs")):
+            if (value := _count(row[key])) is not None:
+                limits.append(Limit(kind, value, name, source))
+        if (minutes := slurm_minutes(row["maxwall"])) is not None:
+            limits.append(Limit("wall", minutes, f"MaxWall {row['maxwall']}", source))
+    used = set()
+    for name in set(qos_used) or {None}:  # no job named: the default QOS
+        if name:
+            used.add(name)
+            continue
+        for row in rows:  # the association's default QOS; one allowed QOS is the default too
+            allowed = [q for q in row["qos"].split(",") if q]
+            default = row["defaultqos"] or (allowed[0] if len(allowed) == 1 else "")
+            if default:
+                used.add(default)
+    for row in parse_rows(qos, QOS_FIELDS):
+        if row["name"] not in used:
+            continue
+        source = f"QOS {row['name']}"
+        for kind, key, field_name in (
+            ("submit", "maxsubmitpu", "MaxSubmitJobsPerUser"),
+            ("jobs", "maxjobspu", "MaxJobsPerUser"),
+        ):
+            if (value := _count(row[key])) is not None:
+                limits.append(Limit(kind, value, field_name, source))
+        if (minutes := slurm_minutes(row["maxwall"])) is not None:
+            limits.append(Limit("wall", minutes, f"MaxWall {row['maxwall']}", source))
+    return sorted(limits, key=lambda limit: (limit.kind, limit.value, limit.source))
+
+
+def limit_decisions(limits: Iterable[Limit], jobs: int | None, max_runtime: int) -> Preflight:
+    """What the limits mean for a run of at most `jobs` concurrent jobs (None: unlimited) whose jobs ask
+    for up to `max_runtime` minutes: a problem per MaxWall below it (such a job pends forever), and
+    `max_jobs`, the cap below the lowest submit limit (headroom left), when `jobs` is above it."""
+    report = Preflight()
+    limits = list(limits)
+    for limit in dict.fromkeys(limits):
+        if limit.kind == "wall" and limit.value < max_runtime:
+            reason = (
+                "QOSMaxWallDurationPerJobLimit"
+                if limit.source.startswith("QOS")
+                else "AssocMaxWallDurationPerJobLimit"
+            )
+            report.problems.append(
+                f"{limit.source} allows {limit.value:g} min a job ({limit.name}), less than "
+                f"cluster.max_runtime {max_runtime}: a job asking for more pends forever ({reason}); set "
+                f"cluster.max_runtime: {math.floor(limit.value)} in the config"
+            )
+    submit = min(
+        (limit for limit in limits if limit.kind == "submit"), key=lambda limit: limit.value, default=None
+    )
+    if submit is not None:
+        headroom = submit_headroom(int(submit.value))
+        cap = max(1, int(submit.value) - headroom)
+        if jobs is None or jobs > cap:
+            report.max_jobs = cap
+            report.cap_reason = (
+                f"{submit.source} takes at most {submit.value:g} of your jobs queued or running "
+                f"({submit.name}), and sbatch refuses more (each refusal costs a job an attempt); {headroom} "
+                "of them are left for your other jobs"
+            )
+            report.warnings.append(cap_line(report, jobs, lowered=True))
+    running = min(
+        (limit for limit in limits if limit.kind == "jobs"), key=lambda limit: limit.value, default=None
+    )
+    if running is not None and (report.max_jobs or jobs or math.inf) > running.value:
+        reason = "QOSMaxJobsPerUserLimit" if running.source.startswith("QOS") else "AssocMaxJobsLimit"
+        report.notes.append(
+            f"{running.source} runs at most {running.value:g} of your jobs at once ({running.name}); the "
+            f"others pend in the queue (reason {reason}) until one ends"
+        )
+    return report
+
+
+def cap_line(report: Preflight, jobs: int | None, lowered: bool) -> str:
+    """The line about `report.max_jobs`: a warning when the run's concurrent jobs were lowered to it, a
+    problem (what to pass) when they could not be."""
+    cap, limit = report.max_jobs, report.cap_reason
+    if not lowered:
+        return f"{limit}: run with --jobs {cap} or less (or set jobs: {cap} in the profile)"
+    return (
+        f"{limit}: this run keeps at most {cap} jobs at once (jobs: {'unlimited' if jobs is None else jobs} "
+        f"lowered); set jobs: {cap} in the profile (or --jobs {cap}), or less if your other jobs need more"
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Preflight
+# ---------------------------------------------------------------------------------------------------------
 def _run_probes(
     commands: Sequence[Sequence[str]], timeout: float = PROBE_TIMEOUT_S
 ) -> list[tuple[str | None, str | None]]:
@@ -200,12 +362,20 @@ def site_problems(
     status_command: str,
     max_runtime: int,
     run: Callable[[Sequence[Sequence[str]]], list[tuple[str | None, str | None]]] = _run_probes,
+    *,
+    user: str | None = None,
+    accounts: Iterable[str] = (),
+    qos: Iterable[str | None] = (),
+    jobs: int | None = None,
 ) -> Preflight:
     """Check the site before a run.
 
     partitions: {partition (None: the site's default) -> [(rule, first-attempt runtime in minutes), ...]}
         for the jobs Snakemake will submit. given: the partition and account values the jobs carry (for the
-        profile's placeholders). status_command: the plugin's (sacct or squeue)."""
+        profile's placeholders). status_command: the plugin's (sacct or squeue). user (None: no limits
+        read), accounts, qos (each job's; None: the association's default), jobs (the run's concurrent jobs,
+        None: unlimited): for the account's and QOS's limits (`account_limits`, `limit_decisions`); sacctmgr
+        failing or missing is a warning."""
     report = Preflight()
     placeholders = sorted(set(PLACEHOLDER.findall(" ".join(given))))
     if placeholders:
@@ -221,7 +391,28 @@ def site_problems(
     ]
     if status_command == "sacct":
         probes.append(["sacct", "--noheader", "-X", "--starttime=now", "--format=JobID"])  # slurmdbd
-    answers = run(probes)
+    limit_probes = [assoc_probe(user), QOS_PROBE] if user else []
+    answers = run(probes + limit_probes)
+    answers, limit_answers = answers[: len(probes)], answers[len(probes) :]
+    if limit_answers:
+        failures = [
+            f"`{' '.join(p[:4])}` failed ({why})"
+            for p, (_, why) in zip(limit_probes, limit_answers, strict=True)
+            if why
+        ]
+        if failures:
+            report.warnings.append(
+                f"the account's and QOS's limits are unread ({'; '.join(failures)}): keep the profile's jobs "
+                "below your MaxSubmitJobs and cluster.max_runtime within your QOS's MaxWall yourself"
+            )
+        else:
+            assoc_text, qos_text = (answer or "" for answer, _ in limit_answers)
+            found = account_limits(assoc_text, qos_text, accounts, partitions, qos)
+            decided = limit_decisions(found, jobs, max_runtime)
+            report.problems += decided.problems
+            report.warnings += decided.warnings
+            report.notes += decided.notes
+            report.max_jobs = decided.max_jobs
     for probe, (_, failure) in zip(probes, answers, strict=True):
         if failure and "not installed" in failure:
             report.problems.append(f"{failure}: run Snakemake on a Slurm login node")
