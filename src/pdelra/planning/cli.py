@@ -79,6 +79,12 @@ Where the numbers come from (each is labelled in the output):
   `--device auto` on a machine without CUDA, the tasks whose jobs ask for a GPU are not timed on the CPU
   (minutes, and nothing a GPU's time can be read from): they count at their runtime, and the output says how
   to time them (on a GPU node, or `--device cpu`);
+- with `--gpu MODEL`, between the calibration and the runtime: the job's FLOPs (`flops`, LRA jobs only;
+  pdelra.planning.flops states the model): forward per example n_layers × L × (8·d² + 4·d·d_mlp + 4·L·d),
+  two towers for retrieval, L the mean trimmed batch width with processed data else max_length; a step
+  3 × forward × batch; step time = FLOPs ÷ (the GPU's datasheet bf16 dense peak × a utilisation fitted to
+  finished runs or a calibration on that GPU model, else a default set from the H200 calibration of the
+  paper grid). The LM's and Continuous-Time Attention's own jobs stay at their runtime;
 - evaluation: each epoch evaluates the validation split, at one third of a training step's cost per
   example (forward only), plus one test pass per job;
 - wall-clock: the makespan of a greedy longest-job-first list schedule of the jobs' estimated times on
@@ -183,6 +189,16 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="torch threads for the CPU calibration (default: each task's train.num_threads, else "
         "$SLURM_CPUS_PER_TASK, else the CPU affinity: what its training jobs use)",
+    )
+    parser.add_argument(
+        "--gpu",
+        default=None,
+        metavar="MODEL",
+        help="estimate the LRA jobs that no finished run or calibration times on this GPU model (A100, H100, "
+        "H200, L40S, ...: pdelra.planning.flops.GPU_PEAK_TFLOPS) from their FLOPs: 3 x forward per step, at "
+        "the datasheet's bf16 dense peak x a utilisation fitted to finished runs or a calibration on that "
+        "model, else the default from the H200 calibration of the paper grid (source `flops`); also "
+        "prints the requested GPU-hours and those that `cluster.runtime_from: estimate` would ask for",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the plan to this JSON file")
     parser.add_argument(

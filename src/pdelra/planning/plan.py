@@ -24,7 +24,7 @@ from pdelra.atomic import write_json_atomic
 from pdelra.data.generate import DEFAULTS
 from pdelra.data.store import load_split
 from pdelra.errors import UserError
-from pdelra.planning import experiment, priorities
+from pdelra.planning import experiment, flops, priorities
 from pdelra.planning.calibration import (
     calibrate,
     calibrated_step,
@@ -128,11 +128,11 @@ CellKey = tuple[str, str, str, str, str]  # (runs folder, task, variant, scale, 
 RunFile = tuple[str, str, str, str, str, int]  # (runs folder, task, variant, scale, setting, seed)
 
 
-def finished_runs(results: Path) -> dict[RunFile, dict[str, float | None]]:
-    """Every finished run of every training rule under `results` (results/{experiment}): its median step time
-    and wall time from its metrics.json (written when the run ends, so the workflow will not train it again),
-    keyed by (runs folder, task, variant, scale, setting, seed)."""
-    out: dict[RunFile, dict[str, float | None]] = {}
+def finished_runs(results: Path) -> dict[RunFile, dict[str, Any]]:
+    """Every finished run of every training rule under `results` (results/{experiment}): its median step time,
+    wall time and device from its metrics.json (written when the run ends, so the workflow will not train it
+    again), keyed by (runs folder, task, variant, scale, setting, seed)."""
+    out: dict[RunFile, dict[str, Any]] = {}
     for runs_dir in sorted({spec.runs_dir for spec in experiment.TRAINING_RULES.values()}):
         root = results / runs_dir
         for path in run_layout.find_run_files(root) if root.is_dir() else []:
@@ -145,6 +145,7 @@ def finished_runs(results: Path) -> dict[RunFile, dict[str, float | None]]:
             out[key] = {  # type: ignore[index]
                 "step_s": _positive(metrics.get("median_step_time_s")),
                 "wall_s": _positive(metrics.get("wall_time_s")),
+                "device": metrics.get("device") if isinstance(metrics.get("device"), str) else None,
             }
     return out
 
@@ -263,13 +264,15 @@ def make_plan(
     cache: Path | None = None,
     calibrate_gpu_jobs: bool = True,
     threads: int | None = None,
+    gpu: str | None = None,
 ) -> dict[str, Any]:
     """The plan of every job of `config` (see the module's docstring); `progress` gets one line per task
     calibrated. `steps`: timed calibration steps per batch size (None: DEFAULT_STEPS of the device's type).
     `cache`: a JSON file of earlier calibrations to reuse and extend (None: calibrate afresh).
     `calibrate_gpu_jobs` False leaves the tasks whose jobs ask for a GPU uncalibrated (on a CPU their
     timing would say nothing of a GPU's). `threads`: torch threads of a CPU calibration, for every task
-    (None: each task's jobs' own, `calibration_threads`)."""
+    (None: each task's jobs' own, `calibration_threads`). `gpu`: a GPU model (pdelra.planning.flops) whose
+    FLOPs estimate times the LRA jobs that nothing better times (source `flops`)."""
     try:
         jobs = experiment.training_jobs(config)
         other = experiment.other_jobs(config)
@@ -291,12 +294,14 @@ def make_plan(
         if calibrate_tasks
         else {}
     )
+    estimate = _flops_estimate(config, jobs, gpu, finished, calibrations, device) if gpu else None
     rows, schedule, failing = [], [], []
     for (rule, task), group in groups.items():
         data = task_data(config, task)
         estimates = [
             _job_estimate(job, data, _own_runs(job, members, finished), cells.get(_cell(job)),
-                          calibrations.get(task), retries)
+                          calibrations.get(task), retries,
+                          None if estimate is None else estimate["step_s"].get((job.rule, job.run)))
             for job in group
         ]  # fmt: skip
         schedule += [
@@ -304,12 +309,23 @@ def make_plan(
         ]
         failing += [job for e, job in zip(estimates, group, strict=True) if e["attempts"] is None]
         rows.append(_row(config, rule, task, group, data, estimates, calibrations.get(task)))
+        if estimate is not None:
+            margin = estimate["margin"]
+            rows[-1]["requested_hours_from_estimate"] = (
+                sum(
+                    (margin * e["seconds"] if e["source"] == "flops" else job.runtime_min * 60)
+                    * max(job.gpus, 1)
+                    for e, job in zip(estimates, group, strict=True)
+                )
+                / 3600
+            )
     total = {
         "jobs": len(jobs),
         "done": sum(r["done"] for r in rows),
         "steps": _sum_or_none(r["steps"] for r in rows),
         "device_hours": sum(r["device_hours"] for r in rows),
         "device_hours_to_go": sum(r["device_hours_to_go"] for r in rows),
+        "requested_hours": sum(r["requested_hours"] for r in rows),
         "device_hours_source": "+".join(sorted({s for r in rows for s in r["step_time_source"].split("+")})),
         "wall_clock_hours": makespan(schedule, gpus) / 3600,  # of the jobs still to run
         "disk_bytes": _sum_or_none(r["disk_bytes"] for r in rows),
@@ -325,6 +341,7 @@ def make_plan(
         "uncalibrated_gpu_tasks": skipped if calibrate_tasks else [],
         "deviations": _deviations(jobs),
         "priority": priorities.plan_priority(config, jobs),  # the order the cluster gets the jobs in
+        "flops": None if estimate is None else {k: v for k, v in estimate.items() if k != "step_s"},
     }
 
 
@@ -422,6 +439,52 @@ def _calibrated_line(
     )
 
 
+def _flops_estimate(
+    config: Mapping[str, Any],
+    jobs: list[experiment.TrainingJob],
+    gpu: str,
+    finished: Mapping[RunFile, Mapping[str, Any]],
+    calibrations: Mapping[str, Mapping[str, Any]],
+    device: Any,
+) -> dict[str, Any]:
+    """Each LRA job's step time on GPU model `gpu` from its FLOPs (pdelra.planning.flops), keyed by (rule,
+    run), at a utilisation fitted to the finished runs on that GPU model and a calibration on it, if any."""
+    import torch
+
+    lra = [job for job in jobs if job.rule in LRA_RULES]
+    lengths = {
+        task: mean_batch_width(config, task, experiment.merged(config, "train", task))
+        or task_data(config, task)["max_length"]
+        for task in sorted({job.task for job in lra})
+    }
+
+    def work(job: experiment.TrainingJob) -> float:
+        model, batch = job.config["model"], job.config["train"]["batch_size"]
+        return flops.step_flops(model, lengths[job.task], job.task == "retrieval", batch)
+
+    by_cell = {_cell(job): job for job in lra}
+    samples = [
+        (work(by_cell[key[:5]]), times["step_s"])
+        for key, times in finished.items()
+        if key[:5] in by_cell and times["step_s"] and flops.same_gpu(times.get("device"), gpu)
+    ]
+    if device.type == "cuda" and flops.same_gpu(torch.cuda.get_device_name(device), gpu):
+        for task, cal in calibrations.items():
+            model = experiment.merged(config, "model", task)
+            work_done = flops.step_flops(model, cal["length"], task == "retrieval", cal["batch_size"])
+            samples.append((work_done, calibrated_step(cal, cal["batch_size"])))
+    utilisation, source = flops.fit_utilisation(gpu, samples)
+    return {
+        "gpu": flops.gpu_model(gpu),
+        "peak_tflops": flops.GPU_PEAK_TFLOPS[flops.gpu_model(gpu)],
+        "utilisation": utilisation,
+        "utilisation_source": source,
+        "lengths": lengths,
+        "margin": float(config.get("cluster", {}).get("runtime_margin", flops.DEFAULT_MARGIN)),
+        "step_s": {(job.rule, job.run): flops.step_seconds(work(job), gpu, utilisation) for job in lra},
+    }
+
+
 def _job_estimate(
     job: experiment.TrainingJob,
     data: Mapping[str, Any],
@@ -429,12 +492,13 @@ def _job_estimate(
     cell: Mapping[str, float] | None,
     calibration: Mapping[str, Any] | None,
     retries: int,
+    flops_step: float | None = None,
 ) -> dict[str, Any]:
     """One job's planned steps, step time and its source, seconds, device seconds, attempts, and whether it
     is done. Sources, best first: the job's own finished runs (`finished`: their wall time, side by side in a
     pack); the finished runs of its grid cell (`runs`: their median step time x the planned steps, or their
-    median wall time where the steps are unknown); the calibration (`calibrated`); its runtime
-    (`requested`, a bound)."""
+    median wall time where the steps are unknown); the calibration (`calibrated`); the FLOPs estimate on
+    `--gpu` (`flops`: `flops_step` s/step); its runtime (`requested`, a bound)."""
     train, counts = job.config["train"], data["counts"]
     steps = None if counts is None else planned_job_steps(counts["train"], train)
     if own is not None and all(times["wall_s"] is not None for times in own):
@@ -455,6 +519,8 @@ def _job_estimate(
         seconds, source = cell["wall_s"] * job.runs, "runs"
     elif calibration is not None and steps is not None:
         step_s, source = calibrated_step(calibration, train["batch_size"]), "calibrated"
+    elif flops_step is not None and steps is not None:
+        step_s, source = flops_step, "flops"
     if step_s is not None:
         epochs = min(train["max_epochs"], math.ceil(steps / math.ceil(counts["train"] / train["batch_size"])))
         per_example = step_s / train["batch_size"]
@@ -512,6 +578,7 @@ def _row(
         )
         / 3600,
         "runtime_min": group[0].runtime_min,
+        "requested_hours": sum(job.runtime_min * max(job.gpus, 1) for job in group) / 60,  # first attempts
         "mem_mb": group[0].mem_mb,  # what each job asks for (config resources; measured: runs.csv)
         "cpus": group[0].cpus,
         "max_attempts": None if None in attempts else max(attempts, default=None),
@@ -581,6 +648,8 @@ def run(args: argparse.Namespace) -> int:
     # auto on a machine without CUDA: timing a GPU job's model on the CPU takes minutes and says nothing of
     # the GPU, so those tasks count at their runtime (the output says how to time them).
     calibrate_gpu_jobs = name != "auto" or torch.cuda.is_available()
+    if args.gpu is not None:
+        flops.gpu_model(args.gpu)  # refused before anything runs
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     device = torch.device(name)
@@ -598,6 +667,7 @@ def run(args: argparse.Namespace) -> int:
         cache=None if args.no_cache else results / CACHE_NAME,
         calibrate_gpu_jobs=calibrate_gpu_jobs,
         threads=args.threads,
+        gpu=args.gpu,
     )
     print_plan(plan, title=f"plan of {args.config}")
     if args.power:

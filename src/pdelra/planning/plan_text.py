@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pdelra.planning import experiment, priorities
+from pdelra.planning.flops import UNMODELLED_RULES
 from pdelra.results import seeds
 
 if TYPE_CHECKING:
@@ -37,7 +38,8 @@ SOURCES = (
     "split sizes.\ntime from: finished = the job's own finished runs (their wall time; not run again); "
     "runs = the finished runs of the job's grid cell (median step time x planned steps, or median wall "
     "time); calibrated = timed here on {device} (baseline model, every sequence at max_length: an upper "
-    "bound); requested = the job's runtime (a bound, not an estimate).\nasks mem, cpus: each job's "
+    "bound); flops = estimated from the model's FLOPs on --gpu (pdelra.planning.flops); requested = the "
+    "job's runtime (a bound, not an estimate).\nasks mem, cpus: each job's "
     "request (resources mem_mb, cpus_per_task; a pack K x one run's), set from measured peak host memory "
     "(runs.csv peak_host_memory_mb; config/README.md) with a margin; peak mem: the calibrated device memory."
 )
@@ -138,9 +140,31 @@ def print_plan(plan: Mapping[str, Any], title: str = "plan") -> None:
         )
     for deviation in plan["deviations"]:
         print(f"deviation: {deviation}")
+    if plan.get("flops"):
+        print(flops_lines(plan))
     if "priority" in plan:
         print(priorities.spending_line(plan))
     print(SOURCES.format(device=plan["device"]))
+
+
+def flops_lines(plan: Mapping[str, Any]) -> str:
+    """What `--gpu` estimated: its assumptions, and estimated beside requested GPU-hours."""
+    est, total = plan["flops"], plan["total"]
+    derived = sum(t.get("requested_hours_from_estimate", t["requested_hours"]) for t in plan["tasks"])
+    lengths = ", ".join(f"{task} {length}" for task, length in est["lengths"].items())
+    unmodelled = sorted({t["rule"] for t in plan["tasks"] if t["rule"] in UNMODELLED_RULES})
+    return "\n".join(
+        [
+            f"FLOPs estimate on {est['gpu']}: {est['peak_tflops']:g} TFLOP/s bf16 dense peak x utilisation "
+            f"{est['utilisation']:.1%} ({est['utilisation_source']}); a step 3 x forward; lengths {lengths}; "
+            "the baseline model's FLOPs (diffusion adds 1-6 %)",
+            f"GPU-hours: {hours_text(total['device_hours'])} estimated, "
+            f"{hours_text(total['requested_hours'])} requested (each job's runtime, first attempt); "
+            f"cluster.runtime_from: estimate with runtime_margin {est['margin']:g} would request "
+            f"{hours_text(derived)}"
+            + (f" ({', '.join(unmodelled)}: FLOPs not modelled, at their runtime)" if unmodelled else ""),
+        ]
+    )
 
 
 def print_power(
