@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import TEST_CONFIGS, load_config
+from conftest import TEST_CONFIGS, load_config, make_workspace, run_snakemake
 
 from pdelra.cli import main
 from pdelra.planning import smoke
@@ -125,3 +125,24 @@ def test_the_exclusion_flag_is_merged_with_the_configured_slurm_extra(tmp_path: 
         == "--mail-type=FAIL --exclude=gpu01,gpu07,gpu12"
     )
     assert bad_nodes.slurm_extra(path, "-x gpu07,gpu02") == "--exclude=gpu07,gpu02,gpu12"
+
+
+def test_the_workflow_submits_its_jobs_with_the_recorded_nodes_excluded(tmp_path: Path) -> None:
+    """The resource function of resources.smk, in a dry run: no flag until a node is recorded, then the
+    exclusion merged with the task's configured slurm_extra (read again at each submission)."""
+    config = load_config("tiny")
+    config["tasks"]["listops"]["resources"] = {"slurm_extra": "--mail-type=FAIL"}
+    ws = make_workspace(tmp_path, config)
+
+    def extras() -> set[str]:
+        out = run_snakemake(ws, "-n", "--cores", "1", check=True).stdout
+        return {
+            line.split("slurm_extra=")[1].split(", mem")[0]
+            for line in out.splitlines()
+            if "slurm_extra=" in line
+        }
+
+    assert extras() == {"--mail-type=FAIL"}
+    record = ws / "results" / "tiny" / "cluster" / "bad_nodes.txt"
+    bad_nodes.record_bad_node(record, "gpu07")
+    assert extras() == {"--mail-type=FAIL --exclude=gpu07", "--exclude=gpu07"}
