@@ -1,6 +1,8 @@
 """What each job asks the cluster for: runtimes capped at cluster.max_runtime, the site options of
 every GPU rule, the priorities, and the CPU jobs' partition (profiles/slurm/README.md)."""
 
+from pdelra.training import bad_nodes
+
 # ----------------------------------------------------------------------------------------------------
 # Slurm requests. Every runtime is the configured one times the attempt, capped at cluster.max_runtime
 # (pdelra.planning.slurm_site.attempt_runtime says why the multiplier stays under the cap). Site options (partition,
@@ -40,7 +42,20 @@ def site_options(sections):
             options[key] = next(iter(values.values()))
         else:
             options[key] = declared(lambda wildcards, _values=values: _values[_task_of(wildcards)])
+    configured = options.get("slurm_extra")
+    options["slurm_extra"] = declared(
+        lambda wildcards, attempt: bad_nodes.slurm_extra(
+            BAD_NODES, configured(wildcards) if callable(configured) else configured
+        )
+    )
     return options
+
+
+# Nodes where a training job found no CUDA device (pdelra.training.bad_nodes): the job adds its node to this
+# file (the path reaches it in $PDELRA_BAD_NODES) and every GPU job submitted after, a retry included, asks
+# Slurm to --exclude those nodes. Snakemake evaluates the resources again for each attempt.
+BAD_NODES = f"{RESULTS}/cluster/bad_nodes.txt"
+os.environ[bad_nodes.BAD_NODES_ENV] = os.path.abspath(BAD_NODES)
 
 
 def _task_of(wildcards):

@@ -100,10 +100,22 @@ Where the numbers come from (each is labelled in the output):
   size, with the task's `train.length_buckets` or, where it is off, REFERENCE_BUCKETS buckets.
 """.replace("{cpu_budget}", f"{CPU_STEP_BUDGET_S:g} s").replace("{min_timed}", f"{MIN_TIMED_S:g} s")
 
+SMOKE_DESCRIPTION = """\
+`pdelra smoke CONFIG`: a one-job GPU smoke test before the campaign (`srun --gpus 1 pdelra smoke CONFIG`).
+
+One line per check, in this order, stopping at the first failure (exit 1, the last line naming it): CUDA is
+visible to torch (when a training job asks for a GPU), this GPU runs bf16 (a matmul under bf16 autocast, as
+the jobs train), then per LRA task the selected grids train: one optimizer step (forward under the jobs'
+autocast, loss, backward, gradient clipping, AdamW) of the task's baseline model at its train.batch_size (or
+train.micro_batch_size) and max_length on random tokens, with a finite loss and gradient norm. `--device cpu`
+runs the steps on the CPU and says that the GPU checks were skipped.
+"""
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     register_config(subparsers)
     register_plan(subparsers)
+    register_smoke(subparsers)
 
 
 def register_config(subparsers: argparse._SubParsersAction) -> None:
@@ -132,6 +144,24 @@ def register_plan(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("config", type=Path, help="workflow config (e.g. config/config.yaml)")
     add_cost_arguments(parser)
     parser.set_defaults(handler="pdelra.planning.plan:run")
+
+
+def register_smoke(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "smoke",
+        help="before a campaign, on a GPU node: CUDA visible, bf16 autocast, one training step of each task",
+        description=SMOKE_DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("config", type=Path, help="workflow config (e.g. config/config.yaml)")
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cuda", "cpu"),
+        default="auto",
+        help="cuda: the GPU checks and the steps on the GPU (fails without one); cpu: the steps on the CPU, "
+        "GPU checks skipped; auto (default): cuda when a training job asks for a GPU or one is visible",
+    )
+    parser.set_defaults(handler="pdelra.planning.smoke:run")
 
 
 def add_cost_arguments(parser: argparse.ArgumentParser) -> None:

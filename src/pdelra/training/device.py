@@ -28,6 +28,7 @@ from typing import IO
 import torch
 
 from pdelra.errors import UserError
+from pdelra.training import bad_nodes
 
 log = logging.getLogger(__name__)
 
@@ -123,10 +124,12 @@ def choose_device(requested: str = "auto", allow_cpu: bool = False) -> str:
         log.warning("this run asked for a GPU but there is none (torch %s, %s): training on the CPU, as "
                     "allowed by --allow-cpu or %s", torch.__version__, build, ALLOW_CPU_ENV)  # fmt: skip
         return "cpu"
+    recorded = bad_nodes.record_from_env()  # the workflow's next submissions exclude this node
+    where = f"; node {bad_nodes.node_name()} recorded in {recorded}" if recorded else ""
     raise DeviceError(
         f"this run asked for a GPU (--device cuda: the workflow asks for one when the job's resources.gpu "
         f"is >= 1) but torch finds no CUDA device (torch {torch.__version__}, {build}); to train on the CPU "
-        f"on purpose set {ALLOW_CPU_ENV}=1 or pass --allow-cpu, or set resources.gpu: 0 in the config"
+        f"on purpose set {ALLOW_CPU_ENV}=1 or pass --allow-cpu, or set resources.gpu: 0 in the config{where}"
     )
 
 
