@@ -228,7 +228,7 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
         "H200, L40S, ...: pdelra.planning.flops.GPU_PEAK_TFLOPS) from their FLOPs: 3 x forward per step, at "
         "the datasheet's bf16 dense peak x a utilisation fitted to finished runs or a calibration on that "
         "model, else the default from the H200 calibration of the paper grid (source `flops`); also "
-        "prints the requested GPU-hours and those that `cluster.runtime_from: estimate` would ask for",
+        "prints the requested GPU-hours and those the estimate x cluster.runtime_margin would ask for",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the plan to this JSON file")
     parser.add_argument(

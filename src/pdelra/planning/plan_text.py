@@ -160,8 +160,8 @@ def flops_lines(plan: Mapping[str, Any]) -> str:
             "the baseline model's FLOPs (diffusion adds 1-6 %)",
             f"GPU-hours: {hours_text(total['device_hours'])} estimated, "
             f"{hours_text(total['requested_hours'])} requested (each job's runtime, first attempt); "
-            f"cluster.runtime_from: estimate with runtime_margin {est['margin']:g} would request "
-            f"{hours_text(derived)}"
+            f"requests of the estimate x cluster.runtime_margin {est['margin']:g} would total "
+            f"{hours_text(derived)} (not yet what the jobs ask for: they ask their runtime)"
             + (f" ({', '.join(unmodelled)}: FLOPs not modelled, at their runtime)" if unmodelled else ""),
         ]
     )
