@@ -17,9 +17,9 @@ from test_data_fetch import server  # noqa: F401 - the HTTP server fixture
 from test_lock import _dead_pid, no_flock_under
 
 from pdelra import dvc_lock
+from pdelra import locking as lock
 from pdelra.data.fetch import fetch
 from pdelra.steps.versioning import version_experiment
-from pdelra.training import lock
 
 DVC = str(Path(sys.executable).parent / "dvc")
 SITECUSTOMIZE = """

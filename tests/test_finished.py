@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from test_training import make_task, run_config, train_in_process
 
+from pdelra.locking import LOCK_NAME
 from pdelra.training import finished, metrics, runner
 from pdelra.training.checkpoint import checkpoint_path
-from pdelra.training.lock import LOCK_NAME
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The run lock on every shared file system (pdelra.training.lock): flock where it works, a lock file with a
+"""The run lock on every shared file system (pdelra.locking): flock where it works, a lock file with a
 holder and a heartbeat where it does not (Lustre `noflock`, NFS without a lock daemon: ENOLCK), and no lock
 file left behind by a run that ended."""
 
@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 from test_training import make_task, run_config, train_in_process
 
-from pdelra.training import lock
-from pdelra.training.lock import LOCK_NAME, lock_mode, run_lock
+from pdelra import locking as lock
+from pdelra.locking import LOCK_NAME, lock_mode, run_lock
 
 
 @pytest.fixture
@@ -51,7 +51,7 @@ def test_without_flock_a_run_trains_under_a_lock_file_with_one_warning(
     assert lock_mode(ckpt) == lock.LockMode("lock file", "flock: No locks available")
     assert lock_mode(tmp_path / "elsewhere") == lock.LockMode("flock")
 
-    with caplog.at_level(logging.WARNING, logger="pdelra.training.lock"):
+    with caplog.at_level(logging.WARNING, logger="pdelra.locking"):
         status, metrics = train_in_process(run_config(), task_dir, tmp_path)
     assert status == 0 and metrics is not None and metrics["status"] == "completed"
     warnings = [r.getMessage() for r in caplog.records if "flock is not available" in r.getMessage()]
@@ -77,7 +77,7 @@ def test_a_lock_file_whose_holder_on_this_host_is_gone_is_broken_at_once(
     dead = _dead_pid()
     (ckpt / LOCK_NAME).write_text(f"pid {dead} on {socket.gethostname()} since 2026-01-01T00:00:00\n")
     started = time.monotonic()
-    with caplog.at_level(logging.WARNING, logger="pdelra.training.lock"), run_lock(ckpt):
+    with caplog.at_level(logging.WARNING, logger="pdelra.locking"), run_lock(ckpt):
         assert (ckpt / LOCK_NAME).read_text().startswith(f"pid {os.getpid()} on ")
     assert time.monotonic() - started < lock.POLL_S, "no waiting on a holder known to be dead"
     assert f"its holder, pid {dead} on this host, is gone" in caplog.text
@@ -105,7 +105,7 @@ def test_a_lock_file_of_another_host_is_waited_for_while_it_beats_and_broken_whe
 
     thread = threading.Thread(target=heartbeat)
     thread.start()
-    with caplog.at_level(logging.WARNING, logger="pdelra.training.lock"), run_lock(ckpt) as waited:
+    with caplog.at_level(logging.WARNING, logger="pdelra.locking"), run_lock(ckpt) as waited:
         assert not beating.is_set(), "a lock whose holder still beats is never broken"
         assert waited
     thread.join()
@@ -150,7 +150,7 @@ def test_cluster_lock_file_forces_lock_files_where_flock_works(
     monkeypatch.setenv(lock.LOCK_ENV, "file")
     monkeypatch.setattr(lock, "_warned", False)
     assert lock_mode(ckpt) == lock.LockMode("lock file", "cluster.lock: file")
-    with caplog.at_level(logging.WARNING, logger="pdelra.training.lock"), run_lock(ckpt):
+    with caplog.at_level(logging.WARNING, logger="pdelra.locking"), run_lock(ckpt):
         path = ckpt / LOCK_NAME
         assert path.read_text().startswith(f"pid {os.getpid()} on {socket.gethostname()} since ")
         with open(path) as probe:  # held as a lock file, not by flock: a second node's flock would pass

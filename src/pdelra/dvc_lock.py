@@ -1,4 +1,4 @@
-"""DVC's own lock on every file system the run lock supports (pdelra.training.lock).
+"""DVC's own lock on every file system the run lock supports (pdelra.locking).
 
 DVC locks its project with `.dvc/tmp/lock` (and `.dvc/tmp/rwlock.lock` around its read/write record). By
 default it takes them with flock (zc.lockfile), which fails where the run lock falls back to lock files
@@ -30,8 +30,8 @@ import re
 import time
 from pathlib import Path
 
+from pdelra import locking as lock
 from pdelra.errors import UserError
-from pdelra.training import lock
 
 log = logging.getLogger(__name__)
 

@@ -16,7 +16,7 @@ from pdelra import runs as run_layout
 from pdelra.planning import job_path, priorities, slurm_site
 from pdelra.results.build import AGGREGATE_TABLES
 from pdelra.planning.config_check import config_problems, load_schema, yaml_problem
-from pdelra.training.lock import LOCK_ENV
+from pdelra.locking import LOCK_ENV
 from pdelra.steps import parts as aggregate_parts
 
 try:
@@ -84,7 +84,7 @@ RESULTS = f"results/{config['experiment']}"
 # No job asks Slurm for more minutes than this, whatever its attempt (profiles/slurm/README.md, time limits).
 MAX_RUNTIME = config["cluster"]["max_runtime"]
 # cluster.lock reaches every job through its environment (a local job inherits it; a Slurm job's own
-# snakemake parses this file again with the same config): pdelra.training.lock reads it.
+# snakemake parses this file again with the same config): pdelra.locking reads it.
 os.environ[LOCK_ENV] = config["cluster"]["lock"]
 RAW = config["data"]["raw_dir"]
 PROCESSED = config["data"]["processed_dir"]

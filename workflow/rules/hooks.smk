@@ -68,7 +68,7 @@ def check_cluster():
 
 
 # ----------------------------------------------------------------------------------------------------
-# Finished runs and their locks (pdelra.training.finished, pdelra.training.lock). A trainer keeps a finished
+# Finished runs and their locks (pdelra.training.finished, pdelra.locking). A trainer keeps a finished
 # run's final files in CKPT_DIR/finished/ until Snakemake has stored its outputs, so a job (or a pack member)
 # killed after its run finished is restored by the retry, not retrained. Each start, success and error of
 # the workflow clears the kept copies of the runs whose jobs are complete. At the start it also says which
@@ -94,7 +94,7 @@ def clear_finished_runs():
 def checkpoint_lock_preflight():
     """Say which lock the training jobs will take in the checkpoint folders (probed where they are)."""
     from pdelra.training import finished
-    from pdelra.training.lock import LockError, lock_mode
+    from pdelra.locking import LockError, lock_mode
 
     rules = {job.rule for job in workflow.dag.needrun_jobs()}
     patterns = [rule.params.get("checkpoints") for rule in rules]

@@ -11,7 +11,7 @@ numbers only, and the checkpoint holds nothing else (seeding.capture_rng_states 
 tensor, so no NumPy type needs allow-listing). Anything else there (a foreign pickle, a truncated file, a
 checkpoint of another config or format) is moved aside with the reason, and the run starts fresh.
 
-One process trains a run at a time: pdelra.training.lock.run_lock holds CKPT_DIR/lock for the whole run (a
+One process trains a run at a time: pdelra.locking.run_lock holds CKPT_DIR/lock for the whole run (a
 flock, or a lock file where the file system has no flock). A finished run's final state is kept beside the
 checkpoint until the workflow has stored its outputs (pdelra.training.finished).
 """

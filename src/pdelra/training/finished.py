@@ -32,8 +32,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pdelra.locking import LOCK_NAME, lock_choice
 from pdelra.training import metrics as run_metrics  # code_version looked up at call time: tests replace it
-from pdelra.training.lock import LOCK_NAME, lock_choice
 
 log = logging.getLogger(__name__)
 

@@ -28,6 +28,7 @@ import torch.nn.functional as F
 
 from pdelra.atomic import write_json_atomic
 from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
+from pdelra.locking import run_lock
 from pdelra.nn.model import LRAClassifier, ModelConfig
 from pdelra.operator_code import operator_code
 from pdelra.runs import COMPLETED, DIVERGED
@@ -42,7 +43,6 @@ from pdelra.training.checkpoint import (
 )
 from pdelra.training.device import DeviceSetup, setup_device
 from pdelra.training.interrupts import EXIT_INTERRUPTED, InterruptFlag
-from pdelra.training.lock import run_lock
 from pdelra.training.metrics import (
     METRICS_NAME,
     SCHEMA_VERSION,

@@ -28,6 +28,7 @@ import torch
 
 from pdelra.atomic import write_json_atomic
 from pdelra.data.store import check_values, load_split, manifest_hash, read_manifest
+from pdelra.locking import run_lock
 from pdelra.runs import COMPLETED, DIVERGED, RUN_KEYS  # a run's identity, first in metrics.json
 from pdelra.training import finished
 from pdelra.training.batches import epoch_order
@@ -39,7 +40,6 @@ from pdelra.training.checkpoint import (
 )
 from pdelra.training.device import DeviceError, choose_device, setup_device
 from pdelra.training.interrupts import EXIT_INTERRUPTED, InterruptFlag
-from pdelra.training.lock import run_lock
 from pdelra.training.metrics import (
     METRICS_NAME,
     code_version,
