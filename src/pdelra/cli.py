@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from pdelra import __version__, forkserver
+from pdelra import __version__, forkclient
 from pdelra.errors import UserError
 from pdelra.importing import import_callable
 
@@ -61,8 +61,8 @@ def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int |
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if forkserver.wants_server(argv):  # PDELRA_FORKSERVER is set: fork from a process with torch loaded
-        code = forkserver.delegate(argv)
+    if forkclient.wants_server(argv):  # PDELRA_FORKSERVER is set: fork from a process with torch loaded
+        code = forkclient.delegate(argv)
         if code is not None:
             return code
     args = build_parser().parse_args(argv)

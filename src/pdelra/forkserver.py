@@ -7,6 +7,7 @@ with PDELRA_FORKSERVER=<socket> in its environment, and stops the server when CM
 variable is set, `pdelra train|diagnose|lm|cta-official …` (the rules' unchanged shell lines) send their
 arguments, working directory, environment and stdin/stdout/stderr file descriptors to the server, which forks
 a fresh copy of itself to run the command there (`pdelra.cli.main(argv)`) and reports its exit status back.
+The client side, in every `pdelra` process, is `pdelra.forkclient`.
 
 The forked command behaves like a separate process: its own cwd, environment, output files (the rule's
 `> {log} 2>&1`), exit status and signal handling (SIGTERM/SIGINT/SIGUSR1/SIGHUP sent to the client are
@@ -34,10 +35,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pdelra.cli import main
+from pdelra.forkclient import ENV, FORKED_COMMANDS, FORWARDED_SIGNALS
+
 log = logging.getLogger(__name__)
 
-ENV = "PDELRA_FORKSERVER"
-FORKED_COMMANDS = ("train", "diagnose", "lm", "cta-official")  # cta-official: train-lm (and aggregate)
 PRELOAD = (
     "torch",
     "torch._dynamo",
@@ -47,62 +49,9 @@ PRELOAD = (
     "pdelra.cta_official.lm",
     "pdelra.steps.diagnose",
 )
-FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)
 _MAX_REQUEST = 4 * 2**20
 
 
-# ----------------------------------------------------------------------------------------------------
-# Client side (inside `pdelra`)
-# ----------------------------------------------------------------------------------------------------
-def wants_server(argv: list[str]) -> bool:
-    """True when PDELRA_FORKSERVER is set and argv's subcommand is one worth forking."""
-    if not os.environ.get(ENV):
-        return False
-    command = next((a for a in argv if not a.startswith("-")), None)
-    return command in FORKED_COMMANDS
-
-
-def delegate(argv: list[str]) -> int | None:
-    """Run `pdelra argv` in the fork server; its exit status, or None when the server is unreachable."""
-    path = os.environ[ENV]
-    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        conn.connect(path)
-    except OSError as exc:
-        log.warning("fork server %s unreachable (%s): running the command in this process", path, exc)
-        conn.close()
-        return None
-    request = json.dumps({"argv": argv, "cwd": os.getcwd(), "env": dict(os.environ)}).encode()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    socket.send_fds(conn, [len(request).to_bytes(8, "big") + request], [0, 1, 2])
-    previous = {s: signal.signal(s, lambda num, _frame: _forward(conn, num)) for s in FORWARDED_SIGNALS}
-    try:
-        reply = b""
-        while not reply.endswith(b"\n"):
-            try:
-                chunk = conn.recv(64)
-            except InterruptedError:
-                continue
-            if not chunk:
-                log.error("the fork server closed the connection before the command finished")
-                return 1
-            reply += chunk
-        return int(reply.decode().split()[1])
-    finally:
-        for s, handler in previous.items():
-            signal.signal(s, handler)
-        conn.close()
-
-
-def _forward(conn: socket.socket, signum: int) -> None:
-    with contextlib.suppress(OSError):
-        conn.sendall(f"signal {int(signum)}\n".encode())
-
-
-# ----------------------------------------------------------------------------------------------------
-# Server side
-# ----------------------------------------------------------------------------------------------------
 def _recv_request(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
     data, fds, _flags, _addr = socket.recv_fds(conn, _MAX_REQUEST + 8, 3)
     size = int.from_bytes(data[:8], "big")
@@ -129,8 +78,6 @@ def _run_command(request: dict[str, Any], fds: list[int]) -> None:
             signal.signal(s, signal.SIG_DFL if s != signal.SIGINT else signal.default_int_handler)
         sys.argv = ["pdelra", *request["argv"]]
         logging.root.handlers.clear()  # the command configures logging afresh, onto the new stderr
-        from pdelra.cli import main  # local: pdelra.cli imports this module (a real import cycle)
-
         code = main(request["argv"])
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
@@ -265,7 +212,8 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    # Declared here, not in a thin cli module: this module imports only the standard library.
+    # Declared here, not in a thin cli module: this module imports only the standard library and the light
+    # pdelra.cli (whose main a forked command runs).
     parser = subparsers.add_parser(
         "forkserver",
         help="run a command (e.g. snakemake) with a fork server that imports torch once for all jobs",
