@@ -165,9 +165,10 @@ def seeds_table(
         if row["verdict_unadjusted"] == "not run":
             unplanned.append(claim.claim_id)
             continue
-        terms = _terms(row) or _assumed_difference(claim, row, noise)
+        in_grid = _terms(row)  # None: its cells lie outside the task's grid (an own variant's)
+        terms = in_grid or _assumed_difference(claim, row, noise)
         sources = sorted({noise[t][1] for t in claim.metric.tasks if t in noise})
-        graded = _terms(row) is not None and all(src.startswith("pilot") for src in sources)
+        graded = in_grid is not None and all(src.startswith("pilot") for src in sources)
         if pilot_index is not None and not graded:
             measured, why = _pilot_terms(claim, pilot_index)
             if measured is not None:
