@@ -13,6 +13,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -30,6 +31,7 @@ from conftest import (
     parse_job_counts,
     run_snakemake,
     snakemake_command,
+    start_snakemake,
     tool_env,
 )
 from test_faults import _same_run
@@ -486,3 +488,93 @@ def test_a_training_job_past_its_time_limit_is_retried_with_more_time_and_resume
     assert metrics["resumed_count"] == len(attempts) - 1, seen
     # The signal that reached the trainer before the kill: Slurm's SIGTERM at the limit, once per time-out.
     assert [stop["signal"] for stop in metrics["interruptions"]] == ["SIGTERM"] * (len(attempts) - 1), seen
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The submit process dies mid-campaign: the rerun reattaches (pdelra.planning.reattach)
+# ---------------------------------------------------------------------------------------------------------
+REATTACH_EPOCHS = 15  # seconds of training: it must outlast the moment its job is suspended
+
+
+def _wait_for(what: str, check: Any, proc: subprocess.Popen[str], log: Path, limit_s: float) -> Any:
+    """Poll `check()` every 0.1 s until it is truthy; fail naming `what` when `proc` ends or time runs out."""
+    deadline = time.monotonic() + limit_s
+    while not (value := check()):
+        assert proc.poll() is None, f"snakemake ended before {what}:\n{log.read_text()[-4000:]}"
+        assert time.monotonic() < deadline, f"no {what} within {limit_s} s:\n{log.read_text()[-4000:]}"
+        time.sleep(0.1)
+    return value
+
+
+def _slurm(env: dict[str, str], *args: str) -> str:
+    done = subprocess.run(list(args), env=tool_env(env), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, f"{' '.join(args)}: {done.stderr}"
+    return done.stdout.strip()
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_rerun_after_the_submit_process_died_waits_for_the_running_job_and_trains_the_run_once(
+    slurm_cluster: dict[str, str], tmp_path: Path
+):
+    """Snakemake is SIGKILLed while its training job runs (suspended, so that it is still running when the
+    rerun submits); the rerun's job for that run is submitted with afterany on the old one and pends (reason
+    Dependency, no GPU held); the old job finishes the run, and the new one restores it: trained once."""
+    env = slurm_cluster
+    config = _fault_config(max_epochs=REATTACH_EPOCHS, patience=REATTACH_EPOCHS)
+    ws = make_workspace(tmp_path / "ws", config)
+    record = ws / "results" / "tiny" / "checkpoints" / RUN / "slurm_job"
+    log = ws / "snakemake-background.log"
+    # Status checks as often as the plugin's backoff allows (the profile's 0.1/s adds up to 10 s at the end).
+    args = (TARGET, "--profile", "profiles/slurm", *TEST_OVERRIDES, "--max-status-checks-per-second", "10")
+    first = start_snakemake(ws, *args, env=env)
+    old = new = None
+    try:
+        old = _wait_for("job recording its id", lambda: record.is_file() and record.read_text().strip(),
+                        first, log, 120)  # fmt: skip
+        _slurm(env, "scontrol", "suspend", old)
+        os.killpg(first.pid, signal.SIGKILL)  # the submit host dies: no scancel of its jobs
+        first.wait(timeout=30)
+        first_log = log.read_text()
+        assert re.findall(r"submitted with SLURM jobid (\d+)", first_log) == [old], first_log[-3000:]
+        run_snakemake(ws, "--unlock", env=env, check=True)  # the dead session's lock, as the docs say
+
+        second = start_snakemake(ws, *args, env=env)
+        try:
+            new = _wait_for("resubmission", lambda: _job_ids(log.read_text()), second, log, 120)[0]
+            pending = _wait_for("Dependency reason", lambda: _pending_reason(env, new), second, log, 30)
+            dependency = re.search(r"Dependency=(\S+)", _slurm(env, "scontrol", "show", "job", new)).group(1)
+            _slurm(env, "scontrol", "resume", old)
+            second.wait(timeout=240)
+        finally:
+            if second.poll() is None:
+                os.killpg(second.pid, signal.SIGKILL)
+        second_log = log.read_text()
+        assert second.returncode == 0, second_log[-6000:]
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+        for job_id in filter(None, (old, new)):  # nothing left running for the next test
+            subprocess.run(["scancel", job_id], env=tool_env(env), capture_output=True)
+
+    sacct = ("sacct", "-X", "-n", "-P", "-o", "JobID,State,Submit,Start,End")
+    timeline = _slurm(env, *sacct, "-j", f"{old},{new}")
+    metrics = json.loads((ws / TARGET).read_text())
+    seen = f"{timeline}\npending: {pending}; {dependency}; trained in {metrics['wall_time_s']:.1f} s\n"
+    print(f"reattach timeline (old {old}, new {new}):\n{seen}")
+    assert pending == "PENDING|Dependency", seen
+    assert dependency.startswith(f"afterany:{old}"), seen
+    assert [row.split("|")[1] for row in timeline.splitlines()] == ["COMPLETED", "COMPLETED"], seen
+    # Trained once, by the old job, without a stop; the new job restored it and never waited on the lock.
+    steps = config["data"]["generate"][GPU_TASK]["n_train"] // 4 * REATTACH_EPOCHS
+    trained = (metrics["status"], metrics["resumed_count"], metrics["steps_run"])
+    assert trained == ("completed", 0, steps), seen
+    trainer_log = (ws / "results" / "tiny" / "logs" / "train" / f"{RUN}.log").read_text()
+    assert "nothing left to train" in trainer_log and "is locked by" not in trainer_log, trainer_log[-3000:]
+    assert not record.exists()
+
+
+def _pending_reason(env: dict[str, str], job_id: str) -> str | None:
+    """'STATE|REASON' of a pending job once Slurm has given it a reason other than None."""
+    line = _slurm(env, "squeue", "-h", "-j", job_id, "-o", "%T|%r")
+    return line if line and not line.endswith("|None") else None

@@ -3,9 +3,10 @@
 The stubs (written into tmp_path) log every call. `sbatch` records its arguments and runs the job's command
 (the plugin's `snakemake --executor slurm-jobstep ...` line, whose `srun` stub runs its step in place) before
 it answers, or ends it unrun where the test asks (sacct: $STUB_UNRUN_STATE, default COMPLETED); `sacct`
-reports each job's end state; `sinfo`, `scontrol`, `sacctmgr` answer as a small site with a GPU partition
-(the default) and a CPU partition would (`sacctmgr`: the account, and the association's and QOS's limits).
-The preflight (pdelra.planning.slurm_site) is checked against canned Slurm answers.
+reports each job's end state; `squeue` lists the ids in $STUB_LIVE as live; `sinfo`, `scontrol`,
+`sacctmgr` answer as a small site with a GPU partition (the default) and a CPU partition would
+(`sacctmgr`: the account, and the association's and QOS's limits). The preflight (pdelra.planning.slurm_site)
+is checked against canned Slurm answers.
 """
 
 from __future__ import annotations
@@ -120,7 +121,8 @@ def _write_stubs(
         "sacctmgr": _sacctmgr_stub(assoc, qos),
         "srun": '#!/bin/sh\nwhile [ "${1#-}" != "$1" ]; do shift; done\nexec "$@"\n',  # drop the options
         "scancel": _plain_stub("scancel", ""),
-        "squeue": _plain_stub("squeue", ""),
+        # The jobs still queued or running ($STUB_LIVE), as `squeue --me --noheader --format=%i` lists them.
+        "squeue": _plain_stub("squeue", "") + "for id in $STUB_LIVE; do echo $id; done\n",
         "scontrol": (
             '#!/bin/sh\necho "scontrol $*" >> "$STUB_SLURM/calls.log"\n'
             f"if [ \"$2\" = partition ]; then cat <<'EOF'\n{partitions}EOF\n"
@@ -164,11 +166,19 @@ def _sbatch_option(argv: list[str], flag: str) -> str | None:
 @pytest.mark.slow  # one real training job and three rounds of the plugin's status checks: ~25-50 s
 def test_the_submitted_lines_carry_the_configs_requests_within_the_runtime_cap(tmp_path: Path):
     ws = make_workspace(tmp_path / "ws", _site_config())
+    # A dead session's jobs still train the listops run (4242) and the pack's second run (4243); the job
+    # recorded for the pack's first run (4244) is gone from the queue: each new job waits for the live ones.
+    recorded = {"listops/seed0": 4242, "retrieval/seed1": 4243, "retrieval/seed0": 4244}
+    for run, job_id in recorded.items():
+        task, seed = run.split("/")
+        folder = ws / "results/tiny/checkpoints" / task / "after_embedding/h1/base" / seed
+        folder.mkdir(parents=True)
+        (folder / "slurm_job").write_text(f"{job_id}\n")
     state = tmp_path / "slurm"
     _write_stubs(state / "bin")
     unrun = " ".join(f"{rule}:{count}" for rule, count in UNRUN.items())
     env = tool_env({"STUB_SLURM": str(state), "STUB_UNRUN": unrun, "PDELRA_ALLOW_CPU": "1",
-                    "USER": os.environ.get("USER", "root")})  # fmt: skip
+                    "STUB_LIVE": "4242 4243 17", "USER": os.environ.get("USER", "root")})  # fmt: skip
     env["PATH"] = f"{state / 'bin'}{os.pathsep}{env['PATH']}"
     targets = [
         "results/tiny/diagnostics/listops/part0.csv",
@@ -225,6 +235,12 @@ def test_the_submitted_lines_carry_the_configs_requests_within_the_runtime_cap(t
         == option("train_pack", "--qos")
         == every(None)
     )
+    # Reattach: the runs still trained by a live job of the dead session are submitted after it (afterany),
+    # on every attempt while it lives; the recorded job squeue no longer lists is not waited for.
+    assert option("train", "--dependency") == every("afterany:4242")
+    assert option("train_pack", "--dependency") == every("afterany:4243")
+    assert option("diagnose", "--dependency") == every(None)
+    assert 1 <= calls.count("squeue --me --noheader --format=%i") <= 3, "squeue is asked once a minute"
     # The CPU-only diagnosis goes to the CPU partition, not the default GPU one; 10 + 1 minutes, capped.
     assert option("diagnose", "-p") == every("cpu") and option("diagnose", "--gpus") == every(None)
     assert option("diagnose", "-t") == ["11", str(MAX_RUNTIME), str(MAX_RUNTIME)]

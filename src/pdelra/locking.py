@@ -25,6 +25,12 @@ or `file`): `file` forces lock files even where the probe's flock works, because
 
 Either way the lock file is removed by its holder when the run ends (completed, diverged or interrupted),
 with the run's checkpoint folder when nothing else is left in it, so finished runs leave no `lock` files.
+
+Inside a Slurm job the holder also writes its job id to CKPT_DIR/slurm_job while it holds the lock, and
+removes it first on release: a rerun of a Snakemake that died mid-campaign reads it
+(pdelra.planning.reattach) and submits the run's new job with `--dependency=afterany:ID`, so the new job
+pends instead of holding a GPU while it waits on this lock. A holder killed outright (SIGKILL, a dead node)
+leaves the file behind; squeue no longer lists its id, and pdelra.training.finished.clear removes it.
 A flock waiter that wakes on a file its holder has just removed takes the lock again on the new file.
 
 This module imports no torch: Snakemake's preflight (`lock_mode`) reads it.
@@ -47,11 +53,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from pdelra.atomic import write_text_atomic
 from pdelra.errors import UserError
 
 log = logging.getLogger(__name__)
 
 LOCK_NAME = "lock"
+SLURM_JOB_NAME = "slurm_job"  # the id of the Slurm job holding the lock (pdelra.planning.reattach reads it)
 LOCK_ENV = "PDELRA_LOCK"  # cluster.lock as the workflow hands it to its jobs: auto, flock or file
 LOCK_CHOICES = ("auto", "flock", "file")
 FORCED = "cluster.lock: file"  # the reason of a lock-file mode the config chose
@@ -140,7 +148,7 @@ def run_lock(ckpt_dir: Path) -> Iterator[bool]:
     mode = lock_mode(ckpt_dir)
     if mode.kind != "flock":
         _warn_no_flock(ckpt_dir, mode)
-        with _lock_file(path) as waited:
+        with _lock_file(path) as waited, _slurm_job_recorded(ckpt_dir):
             yield waited
         return
     try:
@@ -148,12 +156,28 @@ def run_lock(ckpt_dir: Path) -> Iterator[bool]:
     except OSError as exc:  # flock worked on the probe a moment ago: a failing lock daemon, not a feature
         raise LockError(f"cannot lock {path}: {exc.strerror or exc}") from exc
     try:
-        yield waited
+        with _slurm_job_recorded(ckpt_dir):
+            yield waited
     finally:
         _remove_if_ours(path, handle)
         fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
         handle.close()
         _remove_empty(ckpt_dir)
+
+
+@contextmanager
+def _slurm_job_recorded(ckpt_dir: Path) -> Iterator[None]:
+    """CKPT_DIR/slurm_job holds $SLURM_JOB_ID while the block runs (nothing outside a Slurm job)."""
+    job_id = os.environ.get("SLURM_JOB_ID", "").strip()
+    if not job_id:
+        yield
+        return
+    record = ckpt_dir / SLURM_JOB_NAME
+    write_text_atomic(record, job_id + "\n")
+    try:
+        yield
+    finally:
+        record.unlink(missing_ok=True)  # before the lock goes: a live lock's holder is always recorded
 
 
 def _warn_no_flock(folder: Path, mode: LockMode) -> None:

@@ -150,7 +150,10 @@ if CTA:
             cpus_per_task=cta_setting("resources", "cpus_per_task"),
             mem_mb=cta_setting("resources", "mem_mb"),
             runtime=runtime_of(lambda w: cta_grid.merged(CTA, "resources", w.cta_task)),
-            **site_options({task: cta_grid.merged(CTA, "resources", task) for task in CTA["tasks"]}),
+            **site_options(
+                {task: cta_grid.merged(CTA, "resources", task) for task in CTA["tasks"]},
+                f"{CTA_RESULTS}/checkpoints/{CTA_PATTERN}",
+            ),
         conda:
             PDELRA_ENV
         shell:
@@ -211,7 +214,7 @@ if CTA:
                 cpus_per_task=CTA_LM["resources"]["cpus_per_task"],
                 mem_mb=CTA_LM["resources"]["mem_mb"],
                 runtime=runtime_of(lambda wildcards: CTA_LM["resources"]),
-                **site_options({None: CTA_LM["resources"]}),
+                **site_options({None: CTA_LM["resources"]}, f"{CTA_RESULTS}/checkpoints/{CTA_LM_PATTERN}"),
             conda:
                 PDELRA_ENV
             shell:

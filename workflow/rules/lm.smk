@@ -70,7 +70,7 @@ if LM:
             cpus_per_task=LM["resources"]["cpus_per_task"],
             mem_mb=LM["resources"]["mem_mb"],
             runtime=runtime_of(lambda wildcards: LM["resources"]),
-            **site_options({None: LM["resources"]}),
+            **site_options({None: LM["resources"]}, f"{LM_RESULTS}/checkpoints/{LM_PATTERN}"),
         conda:
             PDELRA_ENV
         shell:

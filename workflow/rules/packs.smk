@@ -58,5 +58,11 @@ def pack_run_config(wildcards):
     return run_config(SimpleNamespace(**dict(wildcards.items()), seed=seed))
 
 
+def pack_checkpoints(wildcards):
+    """The checkpoint folders of a pack's members (pdelra train-pack: CKPT_ROOT/seed{n})."""
+    cell = CELL_PATTERN.format(**dict(wildcards.items()))
+    return [f"{RESULTS}/checkpoints/{cell}/seed{seed}" for seed in pack_seeds(wildcards)]
+
+
 def pack_seed_list(wildcards):
     return " ".join(map(str, pack_seeds(wildcards)))

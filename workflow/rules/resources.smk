@@ -1,6 +1,7 @@
 """What each job asks the cluster for: runtimes capped at cluster.max_runtime, the site options of
 every GPU rule, the priorities, and the CPU jobs' partition (profiles/slurm/README.md)."""
 
+from pdelra.planning import reattach
 from pdelra.training import bad_nodes
 
 # ----------------------------------------------------------------------------------------------------
@@ -24,14 +25,16 @@ def runtime_of(resources_of):
     return declared(lambda wildcards, attempt: capped_runtime(resources_of(wildcards)["runtime"], attempt))
 
 
-def site_options(sections):
+def site_options(sections, checkpoints):
     """The site options (pdelra.planning.slurm_site.SITE_KEYS) of the GPU jobs that read `sections`: {task:
     resources section}, or {None: section} for a rule without tasks. Every GPU rule takes them through here,
     over those of defaults.resources (slurm_site.shared_site_options), so that the site's partition, GPU model
     or qos set once there reach the related systems' jobs too; a section's own key wins. A key set for no task
     is left out (the profile's default-resources apply); one value for all is a constant; otherwise a function
     of the task (None where a task leaves it unset: Snakemake then drops the resource, and the plugin adds no
-    flag)."""
+    flag). `checkpoints`: the job's checkpoint folder as a pattern of its wildcards, or a function of them
+    giving its folders: a run there still trained by a live job of a dead session makes the new job wait for
+    it (pdelra.planning.reattach)."""
     shared = slurm_site.shared_site_options(config)
     options = {}
     for key in slurm_site.SITE_KEYS:
@@ -43,11 +46,15 @@ def site_options(sections):
         else:
             options[key] = declared(lambda wildcards, _values=values: _values[_task_of(wildcards)])
     configured = options.get("slurm_extra")
-    options["slurm_extra"] = declared(
-        lambda wildcards, attempt: bad_nodes.slurm_extra(
-            BAD_NODES, configured(wildcards) if callable(configured) else configured
-        )
-    )
+    folders = checkpoints if callable(checkpoints) else lambda w: [checkpoints.format(**dict(w.items()))]
+
+    def slurm_extra(wildcards, attempt):
+        extra = bad_nodes.slurm_extra(BAD_NODES, configured(wildcards) if callable(configured) else configured)
+        if not workflow.is_main_process:  # a job's own Snakemake submits nothing
+            return extra
+        return reattach.slurm_extra(extra, folders(wildcards))
+
+    options["slurm_extra"] = declared(slurm_extra)
     return options
 
 
@@ -62,8 +69,8 @@ def _task_of(wildcards):
     return wildcards.get("task") or wildcards.get("cta_task")
 
 
-def task_site_options():
-    return site_options({task: _merged("resources", task) for task in config["tasks"]})
+def task_site_options(checkpoints):
+    return site_options({task: _merged("resources", task) for task in config["tasks"]}, checkpoints)
 
 
 # Priorities (cluster.priority, pdelra.planning.priorities): Snakemake submits the ready jobs of the highest

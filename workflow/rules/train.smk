@@ -26,7 +26,7 @@ rule train:
         cpus_per_task=task_resource("cpus_per_task"),
         mem_mb=task_resource("mem_mb"),
         runtime=train_runtime,
-        **task_site_options(),
+        **task_site_options(f"{RESULTS}/checkpoints/{RUN_PATTERN}"),
     conda:
         PDELRA_ENV
     shell:
@@ -62,7 +62,7 @@ rule train_pack:
         cpus_per_task=pack_resource("cpus_per_task"),
         mem_mb=pack_resource("mem_mb"),
         runtime=pack_runtime,  # K runs' time / pack_gain, capped
-        **task_site_options(),
+        **task_site_options(pack_checkpoints),
     conda:
         PDELRA_ENV
     shell:

@@ -32,7 +32,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from pdelra.locking import LOCK_NAME, lock_choice
+from pdelra.locking import LOCK_NAME, SLURM_JOB_NAME, lock_choice
 from pdelra.training import metrics as run_metrics  # code_version looked up at call time: tests replace it
 
 log = logging.getLogger(__name__)
@@ -122,7 +122,8 @@ def _discard(folder: Path, reason: str) -> None:
 def clear(ckpt_dir: Path) -> bool:
     """Remove a run's kept final state once its outputs are stored, and its checkpoint folder (and parents up
     to the checkpoints tree) when nothing else is in them; True when there was a kept state. A lock file
-    nobody holds (left by a version that did not remove it) goes too."""
+    nobody holds (left by a version that did not remove it) goes too, and with it a slurm_job record left
+    by a job killed while it held the lock (its holder removes it first, so one without a lock is stale)."""
     folder = finished_dir(ckpt_dir)
     kept = folder.is_dir()
     if kept:
@@ -130,6 +131,8 @@ def clear(ckpt_dir: Path) -> bool:
     if not ckpt_dir.is_dir():
         return kept
     _remove_unheld_lock(ckpt_dir)
+    if not (ckpt_dir / LOCK_NAME).exists():
+        (ckpt_dir / SLURM_JOB_NAME).unlink(missing_ok=True)
     for empty in (ckpt_dir, *ckpt_dir.parents):  # the run's folder and its emptied parents, not the tree
         if empty.name == "checkpoints" or not empty.name:
             break
