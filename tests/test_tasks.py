@@ -176,3 +176,27 @@ def test_no_copy_of_the_task_list_is_left() -> None:
                 copies.append(f"{path.relative_to(REPO)}:{i + 1}")
                 break
     assert copies == []
+
+
+def test_a_task_the_paper_lacks_gets_a_sign_claim_per_position_but_not_for_own_variants() -> None:
+    import pandas as pd
+
+    from pdelra.results.catalogue.new_tasks import FAMILY, new_task_claims
+
+    rows = [
+        ("parity", "between_layers", False),
+        ("parity", "none", False),
+        ("parity", "after_embedding", False),
+        ("parity", "mine", True),  # a config's own variant: its claims are family `own`'s
+        ("listops", "none", False),
+        ("listops", "after_embedding", False),  # a paper task: Table 11's own claims
+        ("copy", "after_mlp", False),  # no baseline ran on it: nothing to compare with
+    ]
+    runs = pd.DataFrame(rows, columns=["task", "variant", "own_variant"])
+    claims = new_task_claims(runs)
+    assert [c.claim_id for c in claims] == [
+        "table11_sign_after_embedding_parity",
+        "table11_sign_between_layers_parity",
+    ]
+    assert {c.family for c in claims} == {FAMILY}
+    assert new_task_claims(runs[runs["task"] == "listops"]) == ()
