@@ -98,6 +98,9 @@ def test_a_task_in_three_files_runs_to_both_report_pages(tmp_path: Path) -> None
     results = ws / "results" / "tiny"
     manifest = json.loads((ws / "data" / "processed" / "parity" / "manifest.json").read_text())
     assert (manifest["task"], manifest["num_classes"], manifest["counts"]["test"]) == ("parity", 2, 32)
+    data = pd.read_csv(results / "tables" / "data.csv").set_index("task")
+    assert data.loc["parity", "differences"] == "generated data"  # no paper's setting to differ from
+    assert pd.isna(data.loc["parity", "paper_max_length"])
     new = pd.read_csv(results / "tables" / "claims.csv").query("family == 'new_tasks'")
     assert list(new["claim_id"]) == ["table11_sign_after_embedding_parity"]
     assert new["verdict"].iloc[0] != "not run"  # both of its cells ran: judged (6 steps learn no parity)

@@ -200,3 +200,16 @@ def test_a_task_the_paper_lacks_gets_a_sign_claim_per_position_but_not_for_own_v
     ]
     assert {c.family for c in claims} == {FAMILY}
     assert new_task_claims(runs[runs["task"] == "listops"]) == ()
+
+
+def test_the_registry_is_ground_floor() -> None:
+    """pdelra.tasks imports nothing of pdelra above it (only pdelra.importing, as low) and no third party: the
+    schema loader, the data steps and pdelra.paper all read it."""
+    import ast
+    import sys
+
+    tree = ast.parse((REPO / "src" / "pdelra" / "tasks.py").read_text())
+    imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
+    assert {m for m in imported if m.startswith("pdelra")} == {"pdelra.importing"}
+    assert {m.split(".")[0] for m in imported} - {"pdelra"} <= set(sys.stdlib_module_names) | {"__future__"}

@@ -71,8 +71,10 @@ def task_row(task: str, spec: dict[str, Any], manifest: dict[str, Any]) -> dict[
         differences.append("generated data")
     if row["paper_max_length"] is not None and row["max_length"] != row["paper_max_length"]:
         differences.append(f"length {row['max_length']} (paper {row['paper_max_length']})")
-    changed = [f"{k} {row[k]} (paper {row[f'paper_{k}']})" for k in MODEL_KEYS if row[k] != row[f"paper_{k}"]]
-    differences += changed
+    if table8:  # a task the paper does not have has no setting of the paper's to differ from
+        differences += [
+            f"{k} {row[k]} (paper {row[f'paper_{k}']})" for k in MODEL_KEYS if row[k] != row[f"paper_{k}"]
+        ]
     row["paper_setting"] = not differences
     row["differences"] = "; ".join(differences)
     return row
