@@ -258,6 +258,7 @@ FIRST_GROUPS = (
     "test_slurm_submit",
     "test_claims_noise",
     "test_claims_reach",
+    "test_new_task",  # its own tiny workspace (a task of its own): ~1 min
 )
 
 

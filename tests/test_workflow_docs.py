@@ -9,7 +9,7 @@ import sys
 from conftest import REPO
 
 import pdelra
-from pdelra.planning.experiment import TASKS_OF_SOURCE
+from pdelra.tasks import tasks_of_source
 
 TEXT_SUFFIXES = {".py", ".md", ".smk", ".yaml", ".yml", ".sh", ".ipynb", ".toml", ".cfg", ".txt"}
 TEXT_NAMES = {"Snakefile", "Makefile"}
@@ -45,7 +45,7 @@ def test_docs_name_only_documents_and_download_files_that_exist() -> None:
         assert (REPO / name).exists() or list(REPO.glob(f"**/{name}")), f"docs/interfaces.md names {name}"
     common = (REPO / "workflow" / "rules" / "common.smk").read_text()
     assert 'f"{RAW}/downloads/{source}.tar.gz"' in common
-    names = list(TASKS_OF_SOURCE)  # the workflow archives (common.smk: pdelra.planning.experiment)
+    names = list(tasks_of_source())  # the workflow archives (common.smk: pdelra.tasks)
     assert f"data/raw/downloads/{{{','.join(names)}}}.tar.gz" in interfaces
 
 

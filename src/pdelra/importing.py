@@ -1,5 +1,6 @@
-"""A user's code named in a config as "module:attr" (an operator of a config variant, pdelra.nn.model),
-imported with every failure said in one line.
+"""A user's code named in a config as "module:attr" (an operator of a config variant, pdelra.nn.model; a
+task's generator or reader, pdelra.tasks) or as a module (a config's `task_modules`), imported with every
+failure said in one line.
 
 The module is found on sys.path or, failing that, as a file or package in the working directory: the
 workflow's jobs run there (the project root, where a user keeps `myops.py`), and `pdelra` runs as a console
@@ -21,7 +22,7 @@ def import_callable(spec: str, what: str = "callable") -> Callable[..., Any]:
     if not colon or not module_name or not attr:
         raise ValueError(f"{what} {spec!r}: write it as 'module:attr'")
     try:
-        module = _import(module_name)
+        module = import_module(module_name)
     except Exception as exc:  # ImportError, or whatever the module raises while importing
         raise ValueError(
             f"{what} {spec!r}: cannot import {module_name!r}: {type(exc).__name__}: {exc}"
@@ -35,7 +36,7 @@ def import_callable(spec: str, what: str = "callable") -> Callable[..., Any]:
     return found
 
 
-def _import(module_name: str) -> Any:
+def import_module(module_name: str) -> Any:
     """importlib.import_module, retried with the working directory on sys.path when the top-level package
     is what was not found there."""
     try:

@@ -9,20 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from pdelra import tasks as _registry
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
     import pandas as pd
 
-TASKS = ("listops", "text", "retrieval", "pathfinder", "image")
-TASK_LABELS = {
-    "listops": "ListOps",
-    "text": "Text",
-    "retrieval": "Retrieval",
-    "pathfinder": "PathFinder",
-    "image": "Image",
-    "average": "Average",
-}
+# The paper's five tasks in its tables' order, and every task's label: from the task registry (pdelra.tasks),
+# whose records name their column here (`Task.paper`).
+TASKS: tuple[str, ...] = tuple(t.paper for t in _registry.TASKS.values() if t.paper is not None)
+TASK_LABELS = {**{t.name: t.label for t in _registry.TASKS.values()}, "average": "Average"}
 VARIANT_LABELS = {
     "none": "Baseline",
     "after_embedding": "After Embedding",

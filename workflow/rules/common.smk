@@ -12,7 +12,7 @@ from snakemake.utils import validate
 
 from pdelra.planning import experiment
 from pdelra.cta_official import grid as cta_grid
-from pdelra import runs as run_layout
+from pdelra import runs as run_layout, tasks
 from pdelra.planning import job_path, priorities, slurm_site
 from pdelra.results.build import AGGREGATE_TABLES
 from pdelra.planning.config_check import config_problems, load_schema, yaml_problem
@@ -64,9 +64,8 @@ if _no_pdelra := job_path.put_first_on_path(conda=_uses_conda()):
 
 # ----------------------------------------------------------------------------------------------------
 # Validation: fail before any job with a message that names the key and the allowed values. One function,
-# pdelra.planning.config_check.config_problems, makes every check (schema, grids, settings, models, data settings),
-# the same that `pdelra config check` makes. Errors are printed without a traceback (it would only show
-# lines of this file) and stop Snakemake with status 1.
+# pdelra.planning.config_check.config_problems, makes every check (task_modules, schema, grids, settings,
+# models, data), as `pdelra config check` does; errors print without a traceback and stop Snakemake (status 1).
 # ----------------------------------------------------------------------------------------------------
 def config_error(problems):
     """Print every problem of the config (a line each) and stop before the DAG is built."""
@@ -76,6 +75,7 @@ def config_error(problems):
     sys.exit(1)
 
 
+os.environ.update(tasks.job_environment(config.get("task_modules") or (), os.getcwd()))  # jobs: its tasks too
 if _problems := config_problems(config, load_schema(SCHEMA)):
     config_error(_problems)
 validate(config, schema=str(SCHEMA), set_default=True)  # fills the schema's defaults in place
@@ -203,7 +203,7 @@ def job_device(wildcards, resources):
 # ----------------------------------------------------------------------------------------------------
 # Data: the archive each task comes from (real source) and its generation settings (generated source).
 # ----------------------------------------------------------------------------------------------------
-TASKS_OF_SOURCE = experiment.TASKS_OF_SOURCE  # the archive of each task (pdelra extract)
+TASKS_OF_SOURCE = tasks.tasks_of_source()  # the archive of each task (pdelra extract; pdelra.tasks)
 
 
 def download_path(source):

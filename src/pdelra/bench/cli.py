@@ -9,7 +9,7 @@ import argparse
 from collections.abc import Callable
 from pathlib import Path
 
-from pdelra import bench
+from pdelra import bench, tasks
 from pdelra.bench.args import bxld_shape, non_negative_int, positive_int
 from pdelra.paper import POSITIONS
 
@@ -216,7 +216,8 @@ def add_workflow_scale_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_buckets_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--min-length", type=int, default=500, help="shortest sequence (ListOps: 500)")
-    parser.add_argument("--max-length", type=int, default=2000, help="longest sequence (ListOps: 2,000)")
+    listops = tasks.get("listops").max_length
+    parser.add_argument("--max-length", type=int, default=listops, help=f"longest (ListOps: {listops})")
     parser.add_argument("--examples", type=int, default=4096, help="examples in the synthetic split")
     parser.add_argument("--batch-size", type=int, default=8, help="batch size (default 8: fits a CPU)")
     parser.add_argument("--buckets", type=int, default=8, help="train.length_buckets")
@@ -241,7 +242,8 @@ def add_pack_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per K (default 20)")
     parser.add_argument("--warmup", type=non_negative_int, default=3, help="untimed steps per process first")
-    parser.add_argument("--length", type=positive_int, default=2000, help="sequence length (Table 8: 2000)")
+    listops = tasks.get("listops").max_length
+    parser.add_argument("--length", type=positive_int, default=listops, help=f"length (ListOps: {listops})")
     parser.add_argument("--batch-size", type=positive_int, default=256, help="batch (Table 8: 256)")
     parser.add_argument("--epochs", type=positive_int, default=50, help="epochs of one run (config: 50)")
     parser.add_argument(

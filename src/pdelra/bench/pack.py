@@ -13,12 +13,12 @@ import queue
 import time
 from typing import Any
 
+from pdelra import tasks
 from pdelra.atomic import write_json_atomic
 from pdelra.bench.train_step import _resolve_device, _train_step
 
 log = logging.getLogger(__name__)
 
-LISTOPS_TRAIN_EXAMPLES = 96_000  # the published split (pdelra.planning.plan.PUBLISHED_COUNTS)
 ANSWER_WAIT_S = 600  # beyond --seconds: start-up, compilation and warm-up of a process
 
 
@@ -94,7 +94,7 @@ def summarise(k: int, answers: list[dict[str, Any]], steps_per_run: int) -> dict
 
 
 def run(args: argparse.Namespace) -> int:
-    steps_per_run = math.ceil(LISTOPS_TRAIN_EXAMPLES / args.batch_size) * args.epochs
+    steps_per_run = math.ceil(tasks.get("listops").splits["train"] / args.batch_size) * args.epochs
     rows = []
     print(
         f"ListOps {args.variant}/{args.scale} ({args.path}), L={args.length}, batch {args.batch_size}, "

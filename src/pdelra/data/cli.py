@@ -7,18 +7,19 @@ from __future__ import annotations
 
 import argparse
 
-from pdelra.data import TASKS
+from pdelra import tasks as registry
 from pdelra.data.settings import (
     ABLATION_FRACTIONS,
     CTA_DEFAULT_MAX_LENGTH,
     CTA_TASKS,
     EXTRACT_SOURCES,
-    GENERATE_DEFAULTS,
+    generate_defaults,
 )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    settings = "; ".join(f"{task}: {', '.join(sorted(keys))}" for task, keys in GENERATE_DEFAULTS.items())
+    defaults = generate_defaults()
+    settings = "; ".join(f"{task}: {', '.join(sorted(keys))}" for task, keys in defaults.items())
     parser = subparsers.add_parser(
         "generate",
         help="write an offline stand-in for a task's raw source, in the real on-disk format",
@@ -28,7 +29,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             f"object; unknown keys are an error): {settings}."
         ),
     )
-    tasks = tuple(GENERATE_DEFAULTS)
+    tasks = tuple(defaults)
     parser.add_argument("task", choices=tasks, metavar="TASK", help=f"one of {', '.join(tasks)}")
     parser.add_argument("--out", required=True, help="raw task folder to write, e.g. data/raw/listops")
     parser.add_argument(
@@ -71,16 +72,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.set_defaults(handler="pdelra.data.extract:extract_command")
 
+    names = registry.names()
+    lengths = ", ".join(f"{t.name} {t.max_length}" for t in registry.TASKS.values())
     parser = subparsers.add_parser(
         "preprocess",
         help="tokenise a task's raw files into memory-mappable arrays + manifest.json",
         description=(
             "Read TASK's raw files in their source layout (generated or real) and write "
-            "{split}_{tokens,lengths,labels}.npy and manifest.json (last) into --out. Default max lengths: "
-            "listops 2000, text and retrieval 4000 per document, pathfinder and image 1024."
+            "{split}_{tokens,lengths,labels}.npy and manifest.json (last) into --out. Default max length: "
+            f"the task's ({lengths}; per document for a two-tower task)."
         ),
     )
-    parser.add_argument("task", choices=TASKS, metavar="TASK", help=f"one of {', '.join(TASKS)}")
+    parser.add_argument("task", choices=names, metavar="TASK", help=f"one of {', '.join(names)}")
     parser.add_argument("--raw", required=True, help="raw task folder, e.g. data/raw/listops")
     parser.add_argument("--out", required=True, help="processed task folder, e.g. data/processed/listops")
     parser.add_argument(

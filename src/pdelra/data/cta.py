@@ -37,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from pdelra import tasks
 from pdelra.data import agnews, settings, sst2, store, text, tokenize, wikitext
 from pdelra.data.errors import DataError
 from pdelra.data.hashing import inputs_hash
@@ -275,8 +276,10 @@ def subset(source: Path, out: Path, fraction: float, seed: int) -> dict[str, Any
     if out.resolve() == source.resolve():
         raise DataError(out, "--out must differ from --processed (the subset is written beside it)")
     manifest = store.read_manifest(source)
-    if manifest["task"] == "retrieval":
-        raise DataError(source, "subset copies single-document rows; retrieval's pairs are not supported")
+    if tasks.is_two_tower(manifest["task"]):
+        raise DataError(
+            source, f"subset copies single-document rows; {manifest['task']}'s pairs are not supported"
+        )
     n = manifest["counts"]["train"]
     rows = subset_rows(n, fraction, seed)
     keep = len(rows)

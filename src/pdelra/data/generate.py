@@ -16,24 +16,27 @@ import argparse
 import json
 import logging
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from pdelra import tasks
 from pdelra.atomic import atomic_dir
 from pdelra.data import agnews, image, listops, retrieval, settings, snakes, sst2, text, tokenize, wikitext
 from pdelra.data.errors import DataError
+from pdelra.importing import import_callable
 
 log = logging.getLogger("pdelra.data")
 
 COMMON = settings.COMMON
-DEFAULTS = settings.GENERATE_DEFAULTS
 
 
 def resolve_params(task: str, params: dict[str, Any]) -> dict[str, Any]:
     """Defaults overlaid with `params`; an unknown key or a wrongly typed value is an error naming it."""
-    if task not in DEFAULTS:
-        raise DataError(None, f"unknown task {task!r}; tasks are {sorted(DEFAULTS)}")
-    allowed = DEFAULTS[task]
+    defaults = settings.generate_defaults()
+    if task not in defaults:
+        raise DataError(None, f"unknown task {task!r}; tasks are {sorted(defaults)}")
+    allowed = defaults[task]
     unknown = sorted(set(params) - set(allowed))
     if unknown:
         raise DataError(
@@ -69,9 +72,15 @@ def generate(task: str, out: Path, params: dict[str, Any]) -> dict[str, Any]:
     """Write a generated raw source for `task` into `out` (replaced as a whole); returns the settings used."""
     p = resolve_params(task, params)
     with atomic_dir(out) as tmp:
-        _WRITERS[task](tmp, p)
+        _writer(task)(tmp, p)
     log.info("generated %s into %s with %s", task, out, p)
     return p
+
+
+def _writer(task: str) -> Callable[[Path, dict[str, Any]], None]:
+    if task in tasks.TASKS:
+        return import_callable(tasks.TASKS[task].generator, f"task {task}'s generator")
+    return _WRITERS[task]
 
 
 def generate_command(args: argparse.Namespace) -> int:
@@ -86,7 +95,7 @@ def generate_command(args: argparse.Namespace) -> int:
     return 0
 
 
-def _listops(out: Path, p: dict[str, Any]) -> None:
+def write_listops(out: Path, p: dict[str, Any]) -> None:
     n = {"train": p["n_train"], "val": p["n_val"], "test": p["n_test"]}
     rows = listops.generate_rows(
         sum(n.values()),
@@ -102,7 +111,7 @@ def _listops(out: Path, p: dict[str, Any]) -> None:
         start += count
 
 
-def _text(out: Path, p: dict[str, Any]) -> None:
+def write_text(out: Path, p: dict[str, Any]) -> None:
     text.generate(
         out,
         n_train=p["n_train"] + p["n_val"],
@@ -114,7 +123,7 @@ def _text(out: Path, p: dict[str, Any]) -> None:
     )
 
 
-def _retrieval(out: Path, p: dict[str, Any]) -> None:
+def write_retrieval(out: Path, p: dict[str, Any]) -> None:
     retrieval.generate(
         out,
         n_train=p["n_train"],
@@ -127,7 +136,7 @@ def _retrieval(out: Path, p: dict[str, Any]) -> None:
     )
 
 
-def _pathfinder(out: Path, p: dict[str, Any]) -> None:
+def write_pathfinder(out: Path, p: dict[str, Any]) -> None:
     params = snakes.SnakeParams(contour_length=p["contour_length"], distractors=p["distractors"])
     snakes.generate(
         out,
@@ -138,7 +147,7 @@ def _pathfinder(out: Path, p: dict[str, Any]) -> None:
     )
 
 
-def _image(out: Path, p: dict[str, Any]) -> None:
+def write_image(out: Path, p: dict[str, Any]) -> None:
     image.generate(
         out, n_train=p["n_train"] + p["n_val"], n_test=p["n_test"], seed=p["seed"], noise=p["noise"]
     )
@@ -179,12 +188,8 @@ def _bpe(out: Path, p: dict[str, Any]) -> None:
     tokenize.train_bpe(lines, out, p["vocab_size"])
 
 
+# The other sources' writers; the tasks' are their registry records' `generator` (pdelra.tasks).
 _WRITERS = {
-    "listops": _listops,
-    "text": _text,
-    "retrieval": _retrieval,
-    "pathfinder": _pathfinder,
-    "image": _image,
     "agnews": _agnews,
     "sst2": _sst2,
     "wikitext103": _wikitext103,

@@ -1,8 +1,8 @@
 """Raw files of one task, as they sit in their source's layout → the processed arrays of `pdelra.data.store`.
 
-One reader per task serves generated and real data alike. Each `_task(raw, out, max_length, seed)` writes
-its splits and returns the task-specific part of the manifest; `preprocess` adds the common part and writes
-the manifest last.
+One reader per task serves generated and real data alike. Each `read_{task}(raw, out, max_length, seed)`,
+named by the task's registry record (pdelra.tasks, `reader`), writes its splits and returns the task-specific
+part of the manifest; `preprocess` adds the common part and writes the manifest last.
 """
 
 from __future__ import annotations
@@ -10,20 +10,20 @@ from __future__ import annotations
 import argparse
 import logging
 import shutil
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from pdelra import tasks
 from pdelra.data import bytes_codec, image, listops, pathfinder, retrieval, store, text
 from pdelra.data.errors import DataError
 from pdelra.data.hashing import inputs_hash
 from pdelra.data.progress import progress
+from pdelra.importing import import_callable
 
 log = logging.getLogger("pdelra.data")
 
-DEFAULT_MAX_LENGTH = {"listops": 2000, "text": 4000, "retrieval": 4000, "pathfinder": 1024, "image": 1024}
 TEXT_VAL_FRACTION = 0.1
 PATHFINDER_FRACTIONS = (0.8, 0.1, 0.1)
 CIFAR_TRAIN_FRACTION = 0.9
@@ -34,21 +34,23 @@ def preprocess(
     task: str, raw: Path, out: Path, max_length: int | None = None, seed: int = 0
 ) -> dict[str, Any]:
     """Preprocess `task` from `raw` into `out`; returns the manifest it wrote."""
-    if task not in TASKS:
-        raise DataError(None, f"unknown task {task!r}; tasks are {sorted(TASKS)}")
+    if task not in tasks.TASKS:
+        raise DataError(None, f"unknown task {task!r}; tasks are {', '.join(tasks.TASKS)}")
     if not raw.is_dir():
         raise DataError(raw, f"raw folder for {task} not found")
     if not any(raw.iterdir()):
         raise DataError(
             raw, f"raw folder for {task} is empty: rerun the step that fills it (fetch/extract or generate)"
         )
-    max_length = DEFAULT_MAX_LENGTH[task] if max_length is None else max_length
+    max_length = tasks.TASKS[task].max_length if max_length is None else max_length
     if max_length < 1:
         raise DataError(None, f"--max-length must be positive, got {max_length}")
     created = not out.exists()
     store.begin_task(out)
     try:
-        manifest = TASKS[task](raw, out, max_length, seed)
+        manifest = import_callable(tasks.TASKS[task].reader, f"task {task}'s reader")(
+            raw, out, max_length, seed
+        )
         empty = [split for split, count in manifest["counts"].items() if count == 0]
         if empty:  # training would report accuracy 0.0 on nothing, or fail on the empty split
             raise DataError(raw, f"{task}: split(s) {', '.join(empty)} have no rows ({manifest['counts']})")
@@ -142,7 +144,7 @@ def _listops_exact(path: Path, split: str, max_length: int) -> tuple[np.ndarray,
     return tokens_all, lengths_all, labels, int(sum(c.sum() for c in cut))
 
 
-def _listops(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
+def read_listops(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
     counts, truncated, files = {}, {}, []
     for split, name in listops.SPLIT_FILES.items():
         path = raw / name
@@ -168,7 +170,7 @@ def _listops(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]
 # ------------------------------------------------------------------------------------------------- Text
 
 
-def _text(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
+def read_text(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
     root = raw / "aclImdb"
     listed = {split: text.review_files(root, split) for split in text.RELEASE_SPLITS}
     train = listed["train"]
@@ -206,7 +208,7 @@ def _text(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
 # -------------------------------------------------------------------------------------------- Retrieval
 
 
-def _retrieval(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
+def read_retrieval(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
     counts, truncated, files = {}, {}, []
     skipped: list[dict[str, str]] = []
     for split, name in retrieval.SPLIT_FILES.items():
@@ -295,7 +297,7 @@ def _write_pixels(out: Path, split: str, images: np.ndarray, labels: np.ndarray)
     store.write_split(out, split, tokens, np.full(len(images), tokens.shape[1], np.int32), labels)
 
 
-def _pathfinder(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
+def read_pathfinder(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
     _check_pixels("pathfinder", max_length)
     images, labels, skipped = pathfinder.read(raw)
     order = np.random.default_rng(seed).permutation(len(labels))
@@ -316,7 +318,7 @@ def _pathfinder(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, A
     return _pixels_manifest({s: len(i) for s, i in parts.items()}, skipped, inputs_hash(raw, files), note, 2)
 
 
-def _image(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
+def read_image(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
     _check_pixels("image", max_length)
     folder = raw / image.FOLDER
 
@@ -336,15 +338,6 @@ def _image(raw: Path, out: Path, max_length: int, seed: int) -> dict[str, Any]:
             "data_batch_1-5 in file order, val = last 10%, test = test_batch.")  # fmt: skip
     files = [folder / name for name in image.TRAIN_FILES + image.TEST_FILES]
     return _pixels_manifest(counts, [], inputs_hash(raw, files), note, image.NUM_CLASSES)
-
-
-TASKS: dict[str, Callable[[Path, Path, int, int], dict[str, Any]]] = {
-    "listops": _listops,
-    "text": _text,
-    "retrieval": _retrieval,
-    "pathfinder": _pathfinder,
-    "image": _image,
-}
 
 
 def preprocess_command(args: argparse.Namespace) -> int:

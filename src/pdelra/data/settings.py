@@ -5,16 +5,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from pdelra import tasks
+
 # `pdelra generate` (pdelra.data.generate): every source's settings and their defaults.
 COMMON = {"n_train": 1000, "n_val": 100, "n_test": 100, "seed": 0}
-GENERATE_DEFAULTS: dict[str, dict[str, Any]] = {
-    # LRA's settings; demo configs shorten the lengths.
-    "listops": {**COMMON, "min_length": 500, "max_length": 2000, "max_depth": 10, "max_args": 10},
-    # Document lengths in characters (= byte tokens).
-    "text": {**COMMON, "min_length": 200, "max_length": 2000, "signal": 0.8},
-    "retrieval": {**COMMON, "min_length": 200, "max_length": 2000, "n_topics": 20},
-    "pathfinder": {**COMMON, "contour_length": 14, "distractors": 3, "per_folder": 1000},
-    "image": {**COMMON, "noise": 25.0},
+# The tasks' own (LRA's settings, lengths of text in characters = byte tokens) are their registry records'
+# `generate` (pdelra.tasks); demo configs shorten the lengths. These are the other sources'.
+OTHER_GENERATE_DEFAULTS: dict[str, dict[str, Any]] = {
     # The official CTA experiments' sources (pdelra.data.cta); wikitext103 counts articles, not lines.
     "agnews": {**COMMON, "signal": 0.8},
     "sst2": {**COMMON, "signal": 0.8},
@@ -23,6 +20,14 @@ GENERATE_DEFAULTS: dict[str, dict[str, Any]] = {
     "wordpiece": {"seed": 0, "n_texts": 500, "split_longer_than": 7},
     "bpe": {"seed": 0, "n_texts": 200, "vocab_size": 300},
 }
+
+
+def generate_defaults() -> dict[str, dict[str, Any]]:
+    """{source: its settings and their defaults}: every registered task's, then the other sources'. Read at
+    call time, so a task registered after this module was imported (a config's task_modules) is in it."""
+    own = {t.name: {**COMMON, **t.generate} for t in tasks.TASKS.values()}
+    return own | OTHER_GENERATE_DEFAULTS
+
 
 # `pdelra extract` (pdelra.data.extract): the archives it reads.
 EXTRACT_SOURCES = ("lra_release", "imdb", "cifar10", "agnews", "sst2", "wikitext103")

@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from pdelra import tasks
 from pdelra.atomic import atomic_path, follow_umask, write_bytes_atomic
 from pdelra.data.errors import DataError
 from pdelra.data.hashing import file_digest
@@ -124,7 +125,7 @@ def load_split(task_dir: str | Path, split: str, mmap: bool = True) -> Split:
         raise DataError(
             Path(task_dir) / MANIFEST_NAME, f"no split {split!r}; it has {sorted(manifest['counts'])}"
         )
-    fields = FIELDS if manifest["task"] == "retrieval" else FIELDS[:3]
+    fields = FIELDS if tasks.is_two_tower(manifest["task"]) else FIELDS[:3]
     arrays: dict[str, np.ndarray] = {}
     for field in fields:
         path = array_path(task_dir, split, field)
@@ -302,7 +303,7 @@ def write_manifest(task_dir: str | Path, manifest: dict[str, Any]) -> None:
     if missing:
         raise ValueError(f"manifest lacks keys {missing}")
     for split, count in manifest["counts"].items():
-        fields = FIELDS if manifest["task"] == "retrieval" else FIELDS[:3]
+        fields = FIELDS if tasks.is_two_tower(manifest["task"]) else FIELDS[:3]
         for field in fields:
             path = array_path(task_dir, split, field)
             shape = np.load(path, mmap_mode="r").shape

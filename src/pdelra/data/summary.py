@@ -18,7 +18,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdelra import paper
+from pdelra import paper, tasks
 from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
 
@@ -28,8 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TABLE = "data"  # written as tables/data.csv
-# The paper's sequence lengths (appendix; Pathfinder and Image are 32 × 32 pixels).
-PAPER_MAX_LENGTH = {"listops": 2000, "text": 4000, "retrieval": 4000, "pathfinder": 1024, "image": 1024}
 MODEL_KEYS = ("d_model", "n_layers", "n_heads", "batch_size")
 COLUMNS = (
     "task",
@@ -64,7 +62,7 @@ def task_row(task: str, spec: dict[str, Any], manifest: dict[str, Any]) -> dict[
         "n_val": counts.get("val"),
         "n_test": counts.get("test"),
         "max_length": manifest.get("max_length"),
-        "paper_max_length": PAPER_MAX_LENGTH.get(task),
+        "paper_max_length": tasks.TASKS[task].max_length if task in tasks.paper_tasks() else None,
         **{k: model.get(k) for k in MODEL_KEYS},
         **{f"paper_{k}": table8.get(k) for k in MODEL_KEYS},
     }
@@ -73,8 +71,10 @@ def task_row(task: str, spec: dict[str, Any], manifest: dict[str, Any]) -> dict[
         differences.append("generated data")
     if row["paper_max_length"] is not None and row["max_length"] != row["paper_max_length"]:
         differences.append(f"length {row['max_length']} (paper {row['paper_max_length']})")
-    changed = [f"{k} {row[k]} (paper {row[f'paper_{k}']})" for k in MODEL_KEYS if row[k] != row[f"paper_{k}"]]
-    differences += changed
+    if table8:  # a task the paper does not have has no setting of the paper's to differ from
+        differences += [
+            f"{k} {row[k]} (paper {row[f'paper_{k}']})" for k in MODEL_KEYS if row[k] != row[f"paper_{k}"]
+        ]
     row["paper_setting"] = not differences
     row["differences"] = "; ".join(differences)
     return row

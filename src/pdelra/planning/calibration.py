@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pdelra import tasks
 from pdelra.nn.model import LRAClassifier, ModelConfig
 from pdelra.planning.cli import (
     CPU_STEP_BUDGET_S,
@@ -91,7 +92,7 @@ def _baseline_model(
         max_length=int(data["max_length"]),
         variant=BASELINE,
         scale=MAIN_SCALE,
-        two_tower=task == "retrieval",
+        two_tower=tasks.is_two_tower(task),
         **keys,
     )
     torch.manual_seed(0)

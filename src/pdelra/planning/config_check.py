@@ -27,8 +27,8 @@ from pdelra.lm import grid as lm_grid
 from pdelra.lm.model import LMConfig
 from pdelra.nn.model import POINTS, VARIANTS, ModelConfig, config_row
 from pdelra.nn.operator_check import PROBE_SHORT_LENGTH, check_operators
-from pdelra.planning.experiment import TASKS_OF_SOURCE
 from pdelra.planning.slurm_site import runtime_warnings
+from pdelra.tasks import TASKS, load_modules, tasks_of_source
 from pdelra.training.runconfig import RunConfigError, validate_run_config
 
 SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
@@ -56,11 +56,26 @@ def yaml_problem(path: str | Path) -> str | None:
 
 
 def load_schema(path: str | Path = SCHEMA) -> dict[str, Any]:
-    """The config schema, with the variant names taken from pdelra.nn.model.VARIANTS (their one source)."""
+    """The config schema, with the variant names taken from pdelra.nn.model.VARIANTS and the task names from
+    pdelra.tasks (their one sources)."""
     import yaml
 
     schema = yaml.safe_load(Path(path).read_text())
     schema["definitions"]["variant"]["enum"] = list(VARIANTS)
+    return with_tasks(schema)
+
+
+def with_tasks(schema: dict[str, Any]) -> dict[str, Any]:
+    """A copy of `schema` whose task names are the registered tasks (pdelra.tasks.TASKS, read now: a config's
+    task_modules may have added some since it was loaded), and whose `data.generate` checks each task's
+    settings by its `gen_{task}` definition where the schema has one (`resolve_params` checks any other)."""
+    schema = copy.deepcopy(schema)
+    definitions = schema["definitions"]
+    definitions["task"]["enum"] = list(TASKS)
+    generate = schema["properties"]["data"]["properties"]["generate"]
+    generate["properties"] = {
+        name: {"$ref": f"#/definitions/gen_{name}"} for name in TASKS if f"gen_{name}" in definitions
+    }
     return schema
 
 
@@ -177,10 +192,17 @@ def file_problems(path: str | Path) -> list[str]:
 def config_problems(config: Mapping[str, Any], schema: dict[str, Any] | None = None) -> list[str]:
     """Every problem of a parsed config, a line each with its key path; empty when the workflow accepts it.
 
-    The schema first: the later checks read the structure it guarantees, so they run only on a config that
-    satisfies it, with its defaults filled in (a copy: `config` is not changed).
+    The config's task_modules first (they register tasks the schema's names then include), then the schema:
+    the later checks read the structure it guarantees, so they run only on a config that satisfies it, with
+    its defaults filled in (a copy: `config` is not changed).
     """
-    schema = _with_config_variants(schema or load_schema(), config)
+    modules = config.get("task_modules") if isinstance(config, Mapping) else None
+    if isinstance(modules, list) and all(isinstance(m, str) for m in modules):  # else: the schema says so
+        try:
+            load_modules(modules)
+        except ValueError as err:
+            return [f"task_modules: {err}"]
+    schema = _with_config_variants(with_tasks(schema or load_schema()), config)
     problems = schema_problems(config, schema)
     if problems:
         return problems
@@ -375,10 +397,15 @@ def data_problems(config: Mapping[str, Any]) -> list[str]:
     data = config["data"]
     if data["source"] == "real":
         downloads = data.get("downloads") or {}
+        unsourced = sorted(t for t in tasks if t in TASKS and TASKS[t].source is None)
         return [
+            f"data.source is real, but task {t} has no archive to download (pdelra.tasks: source None); "
+            "set data.source: generated"
+            for t in unsourced
+        ] + [
             f"data.source is real, so data.downloads.{source} (url, md5) is needed for task(s) "
             f"{', '.join(sorted(tasks & set(of)))}; or set data.source: generated"
-            for source, of in TASKS_OF_SOURCE.items()
+            for source, of in tasks_of_source().items()
             if tasks & set(of) and source not in downloads
         ]
 
@@ -453,7 +480,7 @@ def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) ->
         return problems
 
     problems = []
-    if grid.lra_raw_tasks(section) and "text" not in config["tasks"]:
+    if grid.lra_raw_tasks(section) and "text" not in config["tasks"]:  # IMDb: LRA's Text task reads it
         problems.append("cta_official's IMDb tasks read the generated `text` task: add tasks.text")
     for source in sources:
         try:

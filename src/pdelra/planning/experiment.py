@@ -29,15 +29,10 @@ from typing import Any
 from pdelra import runs as run_layout
 from pdelra.cta_official import grid as cta_official_grid
 from pdelra.lm import grid as lm_grid
+from pdelra.tasks import tasks_of_source
 
 Run = tuple[str, str, str, str, int]  # (task, variant, scale, setting, seed): pdelra.runs.RUN_KEYS
 
-# Archive names as `pdelra extract` knows them; IMDb and CIFAR-10 are not part of the LRA release.
-TASKS_OF_SOURCE = {
-    "lra_release": ("listops", "retrieval", "pathfinder"),
-    "imdb": ("text",),
-    "cifar10": ("image",),
-}
 # The diagnose jobs: each task's runs in order, up to this many to a part (workflow/rules/diagnose.smk). Small
 # parts: a part starts once its runs are trained, beside the rest.
 DIAGNOSE_RUNS_PER_JOB = 10
@@ -387,7 +382,7 @@ def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
     if config["data"]["source"] == "generated":
         jobs["generate"] = len(raw)
     else:
-        sources = [source for source, tasks in TASKS_OF_SOURCE.items() if raw & set(tasks)]
+        sources = [source for source, tasks in tasks_of_source().items() if raw & set(tasks)]
         jobs["fetch"] = len(sources)
         jobs.update({f"extract_{source}": 1 for source in sources})
     jobs["preprocess"] = len({task for task, *_ in runs})

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pdelra import runs as run_layout
+from pdelra import tasks
 from pdelra.atomic import write_json_atomic
-from pdelra.data.generate import DEFAULTS
+from pdelra.data.settings import generate_defaults
 from pdelra.data.store import load_split
 from pdelra.errors import UserError
 from pdelra.planning import experiment, flops, priorities
@@ -48,17 +49,6 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
-# Published LRA split sizes (Tay et al. 2021; Pathfinder-32 split 80/10/10 and IMDb/CIFAR-10 validation carved
-# out of train by preprocessing, as this project does): used only without a manifest or generate sizes.
-PUBLISHED_COUNTS = {
-    "listops": {"train": 96_000, "val": 2_000, "test": 2_000},
-    "text": {"train": 22_500, "val": 2_500, "test": 25_000},
-    "retrieval": {"train": 147_086, "val": 18_090, "test": 17_437},
-    "pathfinder": {"train": 160_000, "val": 20_000, "test": 20_000},
-    "image": {"train": 45_000, "val": 5_000, "test": 10_000},
-}
-NOMINAL_VOCAB = {"listops": 20, "text": 257, "retrieval": 257, "pathfinder": 256, "image": 256}
-NOMINAL_CLASSES = {"listops": 10, "text": 2, "retrieval": 2, "pathfinder": 2, "image": 10}
 EVAL_COST = 1 / 3  # an evaluation example costs about a third of a training example (forward only)
 METRICS_BYTES = 50_000
 REFERENCE_BUCKETS = 8  # the bucket count the padding column shows for a task that does not bucket
@@ -106,15 +96,16 @@ def task_data(config: Mapping[str, Any], task: str) -> dict[str, Any]:
             "source": "manifest",
         }
     if config["data"].get("source") == "generated":
-        sizes = {**DEFAULTS[task], **(config["data"].get("generate", {}).get(task) or {})}
+        sizes = {**generate_defaults()[task], **(config["data"].get("generate", {}).get(task) or {})}
         counts = {"train": sizes["n_train"], "val": sizes["n_val"], "test": sizes["n_test"]}
         source = "config"
     else:
-        counts, source = dict(PUBLISHED_COUNTS[task]), "published"
+        # the published split sizes (pdelra.tasks), used only without a manifest or generate sizes
+        counts, source = dict(tasks.TASKS[task].splits), "published"
     return {
         "counts": counts,
-        "vocab_size": NOMINAL_VOCAB[task],
-        "num_classes": NOMINAL_CLASSES[task],
+        "vocab_size": tasks.TASKS[task].vocab_size,
+        "num_classes": tasks.TASKS[task].num_classes,
         "max_length": int(config["tasks"][task]["max_length"]),
         "source": source,
     }
@@ -460,7 +451,7 @@ def _flops_estimate(
 
     def work(job: experiment.TrainingJob) -> float:
         model, batch = job.config["model"], job.config["train"]["batch_size"]
-        return flops.step_flops(model, lengths[job.task], job.task == "retrieval", batch)
+        return flops.step_flops(model, lengths[job.task], tasks.is_two_tower(job.task), batch)
 
     by_cell = {_cell(job): job for job in lra}
     samples = [
@@ -471,7 +462,7 @@ def _flops_estimate(
     if device.type == "cuda" and flops.same_gpu(torch.cuda.get_device_name(device), gpu):
         for task, cal in calibrations.items():
             model = experiment.merged(config, "model", task)
-            work_done = flops.step_flops(model, cal["length"], task == "retrieval", cal["batch_size"])
+            work_done = flops.step_flops(model, cal["length"], tasks.is_two_tower(task), cal["batch_size"])
             samples.append((work_done, calibrated_step(cal, cal["batch_size"])))
     utilisation, source = flops.fit_utilisation(gpu, samples)
     return {

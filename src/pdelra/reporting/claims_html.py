@@ -8,6 +8,7 @@ import html
 from typing import TYPE_CHECKING
 
 from pdelra.reporting import style
+from pdelra.results.catalogue.new_tasks import FAMILY as NEW_TASKS_FAMILY
 from pdelra.results.catalogue.own import FAMILY as OWN_FAMILY
 from pdelra.results.claims import what_would_decide
 
@@ -73,6 +74,20 @@ def own_rows(claims: pd.DataFrame) -> pd.DataFrame:
     """A config's own variants' claims (family `own`), in the order they were made: per task, against the
     baseline, then against the paper's diffusion at the same position."""
     return claims[claims["family"] == OWN_FAMILY]
+
+
+NEW_TASKS_TITLE = "Tasks the paper does not have"
+NEW_TASKS_INTRO = (
+    "Each position that ran on a task of your own (pdelra.tasks, no column in the paper's tables) against "
+    "the baseline there, with our 95 % interval over seeds, the verdict (Holm-adjusted within these claims) "
+    "and what would decide an undecided one. There is no paper value to compare with."
+)
+
+
+def new_task_rows(claims: pd.DataFrame) -> pd.DataFrame:
+    """The claims on tasks the paper does not have (family `new_tasks`), per task, positions in Table 5's
+    order."""
+    return claims[claims["family"] == NEW_TASKS_FAMILY]
 
 
 def not_run_line(rows: pd.DataFrame) -> str:

@@ -20,7 +20,7 @@ from pdelra.atomic import csv_text, write_csv_atomic
 from pdelra.errors import UserError
 from pdelra.results import claims as claims_mod
 from pdelra.results import diagnostics, related, tables
-from pdelra.results.catalogue import all_claims, cta, own, physqk
+from pdelra.results.catalogue import all_claims, cta, new_tasks, own, physqk
 from pdelra.results.diagnostics import TABLES as DIAGNOSTICS_TABLES
 from pdelra.results.inputs import OPTIONAL_INPUTS
 from pdelra.results.related import TABLES as RELATED_TABLES
@@ -65,7 +65,7 @@ def claims_table(inputs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     official = cta.cta_official_claims(inputs.get("cta_official_runs"))  # CTA's own experiments
     return claims_mod.evaluate(
         runs,
-        claims=[*all_claims(), *own.own_variant_claims(runs)],
+        claims=[*all_claims(), *own.own_variant_claims(runs), *new_tasks.new_task_claims(runs)],
         extra_rows=[*lm, *mechanism.to_dict("records"), *official],
     )
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import TYPE_CHECKING
 
-from pdelra import paper
+from pdelra import paper, tasks
 from pdelra.results.stats import ALPHA
 from pdelra.runs import BASE_SETTING, BASELINE, MAIN_SCALE
 
@@ -18,14 +18,10 @@ if TYPE_CHECKING:
 
 
 ACCURACY = "test_accuracy"
-# A diverged run counts against its method: at chance accuracy, 1 / classes (ListOps and Image: 10 classes;
-# Text, Retrieval, Pathfinder: 2; CTA's own tasks: IMDb, SST-2 2, AG News 4).
+# A diverged run counts against its method: at chance accuracy, 1 / classes (the tasks': pdelra.tasks;
+# CTA's own tasks: IMDb, SST-2 2, AG News 4).
 CHANCE_ACCURACY = {
-    "listops": 0.1,
-    "text": 0.5,
-    "retrieval": 0.5,
-    "pathfinder": 0.5,
-    "image": 0.1,
+    **{t.name: t.chance for t in tasks.TASKS.values()},
     "imdb": 0.5,
     "imdb_char": 0.5,
     "sst2": 0.5,
@@ -67,6 +63,7 @@ FAMILIES: dict[str, Family] = {
     "diagnostics": Family("the mechanism diagnostics"),
     "cta_official": Family("Continuous-Time Attention's own experiments"),
     "own": Family("your own variants against the baseline and the paper's diffusion"),
+    "new_tasks": Family("each position's gain over the baseline on the tasks the paper does not have"),
 }
 CLAIM_COLUMNS = (
     "claim_id",

@@ -28,11 +28,20 @@ from pdelra import paper
 from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
 from pdelra.reporting.banner import banner_html
-from pdelra.reporting.claims_html import OWN_INTRO, claims_table_html, not_run_line, own_rows
+from pdelra.reporting.claims_html import (
+    NEW_TASKS_INTRO,
+    NEW_TASKS_TITLE,
+    OWN_INTRO,
+    claims_table_html,
+    new_task_rows,
+    not_run_line,
+    own_rows,
+)
 from pdelra.reporting.io import read_artifacts
 from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 from pdelra.reporting.style import VERDICT_COLOURS
 from pdelra.results.build import AGGREGATE_TABLES, read_table
+from pdelra.results.catalogue.new_tasks import FAMILY as NEW_TASKS_FAMILY
 from pdelra.results.catalogue.own import FAMILY as OWN_FAMILY
 from pdelra.results.claims import FAMILIES, headline
 from pdelra.results.verdict_rule import VERDICT_RULE
@@ -117,12 +126,16 @@ def _claims_html(claims_csv: Path) -> str:
         if len(own)
         else ""
     )
+    new = new_task_rows(claims)
+    if len(new):
+        intro = _markdown_bold(NEW_TASKS_INTRO)
+        yours += f"<h2>{NEW_TASKS_TITLE}</h2><p>{intro}</p>{claims_table_html(new, 'new-task-claims')}"
     head = headline(claims)
     ran = head[head["verdict"] != "not run"]
     lines = []
     for name, family in FAMILIES.items():
         part = claims[claims["family"] == name]
-        if len(part) and not family.headline and name != OWN_FAMILY:  # the own variants: their own table
+        if len(part) and not family.headline and name not in (OWN_FAMILY, NEW_TASKS_FAMILY):  # own tables
             words = ", ".join(f"{n} {html.escape(v)}" for v, n in part["verdict"].value_counts().items())
             lines.append(f"<li>{family.label} ({len(part)} claims, Holm within the family): {words}</li>")
     others = f"<ul>{''.join(lines)}</ul>" if lines else ""

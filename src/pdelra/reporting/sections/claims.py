@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING
 
 from pdelra import paper
 from pdelra.reporting import style
-from pdelra.reporting.claims_html import OWN_INTRO, claims_table_html, effect_ci, not_run_line, own_rows
+from pdelra.reporting.claims_html import (
+    NEW_TASKS_INTRO,
+    NEW_TASKS_TITLE,
+    OWN_INTRO,
+    claims_table_html,
+    effect_ci,
+    new_task_rows,
+    not_run_line,
+    own_rows,
+)
 from pdelra.reporting.display import say
 from pdelra.reporting.io import save_table, show_figure
 from pdelra.reporting.sections import Report
@@ -44,6 +53,10 @@ def render(report: Report) -> None:
     if len(own):
         say(f"**Your variants.** {OWN_INTRO}")
         display(HTML(claims_table_html(own, "own-claims")))
+    new = new_task_rows(table)
+    if len(new):
+        say(f"**{NEW_TASKS_TITLE}.** {NEW_TASKS_INTRO}")
+        display(HTML(claims_table_html(new, "new-task-claims")))
     head = headline(table)
     ran_head = head[head["verdict"] != "not run"]
     if len(ran_head):
