@@ -7,6 +7,7 @@ then answers $STUB_ANSWER (exit $STUB_RC)."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,12 @@ def test_the_real_sbatch_is_the_first_past_the_shims_folder(tmp_path: Path):
     shim = sbatch_retry.install_shim(tmp_path / "shim", sys.executable)
     with pytest.raises(sbatch_retry.NoSbatch):
         sbatch_retry.real_sbatch(str(shim), str(shim))
+
+
+def test_the_workflow_hook_puts_the_shim_first_on_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.delenv(sbatch_retry.LOG_ENV, raising=False)
+    cluster = tmp_path / "results" / "cluster"
+    sbatch_retry.submit_through_shim(cluster / "bin", sys.executable, cluster / "refused.log")
+    assert shutil.which("sbatch") == str((cluster / "bin" / "sbatch").resolve())
+    assert os.environ[sbatch_retry.LOG_ENV] == str((cluster / "refused.log").resolve())

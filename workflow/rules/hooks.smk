@@ -73,9 +73,8 @@ def submit_through_retry():
     (submit limit, an unanswering slurmctld) is waited out and logged, not counted as a failed attempt."""
     from pdelra.planning import sbatch_retry
 
-    shim = sbatch_retry.install_shim(Path(RESULTS, "cluster", "bin").resolve(), sys.executable)
-    os.environ["PATH"] = f"{shim}{os.pathsep}{os.environ.get('PATH', '')}"
-    os.environ[sbatch_retry.LOG_ENV] = os.path.abspath(f"{RESULTS}/cluster/refused.log")
+    cluster = Path(RESULTS, "cluster")
+    sbatch_retry.submit_through_shim(cluster / "bin", sys.executable, cluster / "refused.log")
 
 
 # ----------------------------------------------------------------------------------------------------

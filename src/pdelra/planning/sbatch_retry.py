@@ -121,6 +121,14 @@ def install_shim(folder: Path, python: str) -> Path:
     return folder
 
 
+def submit_through_shim(folder: Path, python: str, log: Path) -> None:
+    """Put the shim (written into `folder`) first on this process's PATH, which the plugin's sbatch calls
+    inherit, with `log` for the refusals."""
+    install_shim(folder, python)
+    os.environ["PATH"] = f"{folder.resolve()}{os.pathsep}{os.environ.get('PATH', '')}"
+    os.environ[LOG_ENV] = str(log.resolve())
+
+
 def main(argv: Sequence[str]) -> int:
     try:
         sbatch = real_sbatch(os.environ.get("PATH", ""), os.environ.get(SHIM_DIR_ENV))
