@@ -18,7 +18,7 @@ from pdelra.bench.train_step import _resolve_device, _train_step
 
 log = logging.getLogger(__name__)
 
-LISTOPS_TRAIN_EXAMPLES = 96_000  # the published split (pdelra.planning.plan.PUBLISHED_COUNTS)
+LISTOPS_TRAIN_EXAMPLES = 96_000  # the published split (pdelra.planning.estimate.PUBLISHED_COUNTS)
 ANSWER_WAIT_S = 600  # beyond --seconds: start-up, compilation and warm-up of a process
 
 

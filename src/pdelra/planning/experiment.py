@@ -29,6 +29,7 @@ from typing import Any
 from pdelra import runs as run_layout
 from pdelra.cta_official import grid as cta_official_grid
 from pdelra.lm import grid as lm_grid
+from pdelra.planning import estimate
 
 Run = tuple[str, str, str, str, int]  # (task, variant, scale, setting, seed): pdelra.runs.RUN_KEYS
 
@@ -246,6 +247,11 @@ def run_packs(config: Mapping[str, Any]) -> list[Pack]:
     return packs
 
 
+def _run_minutes(config: Mapping[str, Any], run: Mapping[str, Any], resources: Mapping[str, Any]) -> int:
+    """One LRA run's first-attempt minutes: its runtime, or its estimate (cluster.runtime_from)."""
+    return estimate.run_minutes(config, run, resources, estimate.task_data(config, run["task"]))
+
+
 def lra_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     """The `train` rule's jobs (workflow/rules/train.smk): the runs of the unpacked tasks."""
     settings = selected_settings(config)
@@ -254,10 +260,9 @@ def lra_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
         if pack_size(config, run[0]) == 1:
             resources = merged(config, "resources", run[0])
             resolved = run_config(config, settings, *run)
+            minutes = _run_minutes(config, resolved, resources)
             jobs.append(
-                TrainingJob(
-                    "train", run, resolved, resources["gpu"], resources["runtime"], **_asks(config, resources)
-                )
+                TrainingJob("train", run, resolved, resources["gpu"], minutes, **_asks(config, resources))
             )
     return jobs
 
@@ -276,7 +281,9 @@ def pack_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
                 run,
                 resolved,
                 resources["gpu"],
-                pack_minutes(resources["runtime"], len(seeds), resources.get("pack_gain", 1.0)),
+                pack_minutes(
+                    _run_minutes(config, resolved, resources), len(seeds), resources.get("pack_gain", 1.0)
+                ),
                 len(seeds),
                 **_asks(config, resources, len(seeds)),
             )
@@ -403,6 +410,7 @@ def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
         report=1,
         version=1,
         all=1,
+        smoke=int(bool((config.get("cluster") or {}).get("smoke"))),  # one GPU check before any training
     )
     return {rule: count for rule, count in jobs.items() if count}
 
