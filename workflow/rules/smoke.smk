@@ -11,6 +11,8 @@ any training job is submitted (profiles/slurm/README.md)."""
 # ----------------------------------------------------------------------------------------------------
 import shlex
 
+import yaml
+
 SMOKE_OK = f"{RESULTS}/cluster/smoke.ok"
 SMOKE_MINUTES = 30
 SMOKE_GATE = [ancient(SMOKE_OK)] if config["cluster"]["smoke"] else []
@@ -24,8 +26,9 @@ if config["cluster"]["smoke"]:
         output:
             SMOKE_OK,
         params:
-            config=shlex.quote(json.dumps(config, sort_keys=True)),
-            config_file=f"{LOGS}/smoke/config.json",
+            # YAML, as `pdelra smoke` reads it (JSON's 1e-05 is text to YAML 1.1); plain types first.
+            config=shlex.quote(yaml.safe_dump(json.loads(json.dumps(config)), sort_keys=True)),
+            config_file=f"{LOGS}/smoke/config.yaml",
         log:
             f"{LOGS}/smoke/smoke.log",
         priority: max(PRIORITY.values()) + 1  # above every class of cluster.priority
