@@ -119,3 +119,15 @@ def test_the_workflow_asks_for_the_estimated_runtime(tmp_path: Path):
     after = _dry_run_runtimes(tmp_path / "estimate", estimated)
     assert before["train"] != after["train"]
     assert after["train"] == {estimate.MIN_ESTIMATED_RUNTIME}  # a toy run's estimate is seconds: the floor
+
+
+def test_a_pack_asks_k_estimated_runs_over_its_gain(tmp_path: Path):
+    config = load_config("tiny")
+    config["grids"]["main"]["seeds"] = [0, 1]
+    config["tasks"]["listops"]["resources"] = {"pack": 2, "pack_gain": 1.5}
+    config["cluster"] = {"runtime_from": "estimate", "gpu_model": "A100"}
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    packs = [job for job in experiment.training_jobs(P.load_config(path)) if job.rule == "train_pack"]
+    per_run = estimate.MIN_ESTIMATED_RUNTIME  # a toy run: the floor
+    assert packs and {job.runtime_min for job in packs} == {math.ceil(2 * per_run / 1.5)}

@@ -97,13 +97,18 @@ def estimated_seconds(run: Mapping[str, Any], data: Mapping[str, Any], gpu: str)
 
 
 def run_minutes(
-    config: Mapping[str, Any], run: Mapping[str, Any], resources: Mapping[str, Any], data: Mapping[str, Any]
+    config: Mapping[str, Any],
+    run: Mapping[str, Any],
+    resources: Mapping[str, Any],
+    data: Mapping[str, Any] | None = None,
 ) -> int:
     """Minutes one LRA run asks for (first attempt; a pack asks K of these / pack_gain): its `resources`'
-    runtime, or with `cluster.runtime_from: estimate` its estimate x margin within [floor, max_runtime]."""
+    runtime, or with `cluster.runtime_from: estimate` its estimate x margin within [floor, max_runtime].
+    `data`: the task's `task_data`, read here when not given (and only for an estimate)."""
     cluster = config.get("cluster") or {}
     if cluster.get("runtime_from", "config") == "config":
         return int(resources["runtime"])
+    data = task_data(config, run["task"]) if data is None else data
     gpu = estimate_gpu(cluster)
     margin = float(cluster.get("runtime_margin", flops.DEFAULT_MARGIN))
     minutes = math.ceil(estimated_seconds(run, data, gpu) * margin / 60)

@@ -247,11 +247,6 @@ def run_packs(config: Mapping[str, Any]) -> list[Pack]:
     return packs
 
 
-def _run_minutes(config: Mapping[str, Any], run: Mapping[str, Any], resources: Mapping[str, Any]) -> int:
-    """One LRA run's first-attempt minutes: its runtime, or its estimate (cluster.runtime_from)."""
-    return estimate.run_minutes(config, run, resources, estimate.task_data(config, run["task"]))
-
-
 def lra_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     """The `train` rule's jobs (workflow/rules/train.smk): the runs of the unpacked tasks."""
     settings = selected_settings(config)
@@ -260,7 +255,7 @@ def lra_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
         if pack_size(config, run[0]) == 1:
             resources = merged(config, "resources", run[0])
             resolved = run_config(config, settings, *run)
-            minutes = _run_minutes(config, resolved, resources)
+            minutes = estimate.run_minutes(config, resolved, resources)  # cluster.runtime_from
             jobs.append(
                 TrainingJob("train", run, resolved, resources["gpu"], minutes, **_asks(config, resources))
             )
@@ -275,15 +270,14 @@ def pack_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
         run: Run = (task, variant, scale, setting, seeds[0])
         resources = merged(config, "resources", task)
         resolved = run_config(config, settings, *run)
+        minutes = estimate.run_minutes(config, resolved, resources)  # one run's (cluster.runtime_from)
         jobs.append(
             TrainingJob(
                 "train_pack",
                 run,
                 resolved,
                 resources["gpu"],
-                pack_minutes(
-                    _run_minutes(config, resolved, resources), len(seeds), resources.get("pack_gain", 1.0)
-                ),
+                pack_minutes(minutes, len(seeds), resources.get("pack_gain", 1.0)),
                 len(seeds),
                 **_asks(config, resources, len(seeds)),
             )
