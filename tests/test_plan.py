@@ -13,7 +13,7 @@ import yaml
 from conftest import REPO, dry_run_jobs, load_config, make_workspace
 from test_training import make_task, train_in_process
 
-from pdelra.planning import experiment
+from pdelra.planning import estimate, experiment
 from pdelra.planning import plan as P
 from pdelra.runs import run_dir
 
@@ -167,7 +167,7 @@ def test_estimate_matches_an_actual_run(tmp_path: Path) -> None:
     (task,) = plan["tasks"]
     assert lines == [] and task["step_time_source"] == "finished+runs" and task["step_time_s"] == 0.5
     assert task["jobs"] == 4 and task["done"] == 2
-    evaluation = 0.5 / 16 * P.EVAL_COST * (2 * 24 + 24)
+    evaluation = 0.5 / 16 * estimate.EVAL_COST * (2 * 24 + 24)
     to_go = 2 * (10 * 0.5 + evaluation) / 3600
     assert task["device_hours_to_go"] == pytest.approx(to_go)
     assert task["device_hours"] == pytest.approx(to_go + 2 * 90 / 3600)

@@ -342,10 +342,13 @@ def _paper_config() -> dict:
     return config
 
 
-def _ready_inputs(ws: Path, config: dict) -> str:
-    """Make every training job of `config` ready at once: its data (each manifest) exists, and so do the runs
-    of the first diagnose job (listops part 0), so that it is ready beside them. Returns that job's runs'
-    class, as the order counts it."""
+def _ready_inputs(ws: Path, config: dict, smoke_ok: bool) -> str:
+    """Make every training job of `config` ready at once: its data (each manifest) exists, the smoke test
+    passed where `smoke_ok`, and so do the runs of the first diagnose job (listops part 0), so that it is
+    ready beside them. Returns that job's runs' class, as the order counts it."""
+    if smoke_ok:
+        (ws / "results" / config["experiment"] / "cluster").mkdir(parents=True)
+        (ws / "results" / config["experiment"] / "cluster" / "smoke.ok").write_text("")
     processed = ws / config["data"]["processed_dir"]
     cta = config["cta_official"]
     manifests = [*config["tasks"], f"lm_{config['lm']['corpus']}"]
@@ -372,14 +375,15 @@ def _ready_inputs(ws: Path, config: dict) -> str:
 LONG_CPU_PARTITIONS = PARTITIONS.replace("MaxTime=04:00:00", "MaxTime=2-00:00:00")
 
 
-def _submit_all(tmp_path: Path, config: dict) -> tuple[list[dict], str]:
+def _submit_all(tmp_path: Path, config: dict, smoke_ok: bool = True) -> tuple[list[dict], str]:
     """Every GPU job and the ready diagnose job of `config` through the Slurm profile and the stubs, each
-    submitted once and failed unrun. Returns the sbatch records in order and the log."""
+    submitted once and failed unrun (after the smoke test, which passed already where `smoke_ok`). Returns
+    the sbatch records in order and the log."""
     ws = make_workspace(tmp_path / "ws", config)
-    _ready_inputs(ws, config)
+    _ready_inputs(ws, config, smoke_ok)
     state = tmp_path / "slurm"
     _write_stubs(state / "bin", LONG_CPU_PARTITIONS)
-    unrun = " ".join(f"{rule}:99" for rule in (*GPU_RULES, "diagnose"))
+    unrun = " ".join(f"{rule}:99" for rule in (*GPU_RULES, "smoke", "diagnose"))
     env = tool_env({"STUB_SLURM": str(state), "STUB_UNRUN": unrun, "STUB_UNRUN_STATE": "FAILED",
                     "USER": os.environ.get("USER", "root")})  # fmt: skip
     env["PATH"] = f"{state / 'bin'}{os.pathsep}{env['PATH']}"
@@ -387,7 +391,7 @@ def _submit_all(tmp_path: Path, config: dict) -> tuple[list[dict], str]:
     overrides = ("--workflow-profile", "none", "--default-resources", "slurm_partition=gpu",
                  f"slurm_account={ACCOUNT}", "--slurm-init-seconds-before-status-checks", "1",
                  "--max-status-checks-per-second", "10", "--retries", "0",
-                 "--allowed-rules", *GPU_RULES, "diagnose", *targets)  # fmt: skip
+                 "--allowed-rules", *GPU_RULES, "smoke", "diagnose", *targets)  # fmt: skip
     command = snakemake_command(ws, (*targets, "--profile", "profiles/slurm", *overrides))
     proc = subprocess.run(
         ["timeout", "-k", "10", "400", *command], cwd=ws, env=env, capture_output=True, text=True
@@ -460,7 +464,7 @@ def test_every_gpu_rule_carries_the_site_options_and_the_order_is_the_configs(tm
     reorders."""
     config = _paper_config()
     config["defaults"]["resources"].update(SITE)
-    config["cluster"] = {"cpu_partition": "cpu", "priority": ["related", "diagnose", "paper"]}
+    config["cluster"].update(cpu_partition="cpu", priority=["related", "diagnose", "paper"])
     submitted, log = _submit_all(tmp_path, config)
     rules = {job["rule"] for job in submitted}
     assert rules == {"train", "diagnose", *RELATED_RULES}, log[-5000:]  # the paper config packs no task
@@ -478,6 +482,22 @@ def test_every_gpu_rule_carries_the_site_options_and_the_order_is_the_configs(tm
     assert classes[:20] == ["related"] * 20 and classes[-20:] == ["paper"] * 20, _runs(classes)
     for rule in sorted(rules):
         print(rule, " ".join(next(job["argv"] for job in submitted if job["rule"] == rule)))
+
+
+@pytest.mark.slow  # one submission through the plugin: ~15 s
+def test_the_smoke_test_is_the_first_job_and_nothing_is_submitted_before_it_passed(tmp_path: Path):
+    """cluster.smoke (true in the shipped config): its one GPU job, with the site options of every GPU rule
+    and 30 minutes, is the only submission while it has not passed (here it fails)."""
+    config = _paper_config()
+    assert config["cluster"]["smoke"] is True
+    config["defaults"]["resources"].update(SITE)
+    submitted, log = _submit_all(tmp_path, config, smoke_ok=False)
+    assert [job["rule"] for job in submitted] == ["smoke"], log[-5000:]
+    argv = submitted[0]["argv"]
+    assert _sbatch_option(argv, "-p") == "gpu" and _sbatch_option(argv, "--gpus") == "h100:1", argv
+    assert _sbatch_option(argv, "-C") == "a100|h100" and _sbatch_option(argv, "--qos") == "long", argv
+    assert _sbatch_option(argv, "-t") == "30" and "--mail-type=FAIL" in argv, argv
+    print("smoke", " ".join(argv))
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
-"""The one-job smoke test before a campaign (`pdelra smoke`), and the nodes whose GPU torch cannot see: a job
-there records its node once, and the workflow's next submissions exclude it (pdelra.training.bad_nodes)."""
+"""The one-job smoke test before a campaign (`pdelra smoke`, rule smoke), and the nodes whose GPU torch
+cannot see: a job there records its node once, and the workflow's next submissions exclude it
+(pdelra.training.bad_nodes)."""
 
 from __future__ import annotations
 
+import re
 import threading
 from pathlib import Path
 
@@ -146,3 +148,20 @@ def test_the_workflow_submits_its_jobs_with_the_recorded_nodes_excluded(tmp_path
     record = ws / "results" / "tiny" / "cluster" / "bad_nodes.txt"
     bad_nodes.record_bad_node(record, "gpu07")
     assert extras() == {"--mail-type=FAIL --exclude=gpu07", "--exclude=gpu07"}
+
+
+def test_the_smoke_rule_runs_pdelra_smoke_on_the_workflows_config_before_any_training(tmp_path: Path) -> None:
+    """cluster.smoke: rule smoke runs `pdelra smoke` on the resolved config (a YAML file it accepts) and
+    writes smoke.ok; until then every training job waits on it, after it none reruns it."""
+    config = load_config("tiny")
+    config["cluster"] = {"smoke": True}
+    ws = make_workspace(tmp_path, config)
+    planned = run_snakemake(ws, "-n", "--cores", "1", check=True).stdout
+    assert re.search(r"^smoke\s+1$", planned, re.M) and re.search(r"^train\s+4$", planned, re.M)
+    train_blocks = [block for block in planned.split("\nrule ")[1:] if block.startswith("train:")]
+    assert train_blocks and all("results/tiny/cluster/smoke.ok" in block for block in train_blocks)
+    run_snakemake(ws, "results/tiny/cluster/smoke.ok", "--cores", "1", check=True)
+    log = (ws / "results" / "tiny" / "logs" / "smoke" / "smoke.log").read_text().splitlines()
+    assert log[-1] == "smoke test passed: 2 check(s) on cpu"
+    after = run_snakemake(ws, "-n", "--cores", "1", check=True).stdout
+    assert not re.search(r"^smoke\s", after, re.M) and re.search(r"^train\s+4$", after, re.M)

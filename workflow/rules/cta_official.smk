@@ -131,6 +131,7 @@ if CTA:
         """One run of the authors' model (pdelra train); exit 75 after checkpointing when preempted."""
         input:
             f"{CTA_PROCESSED}/{{cta_task}}/manifest.json",
+            *SMOKE_GATE,
         output:
             f"{CTA_RESULTS}/runs/{CTA_PATTERN}/metrics.json",
         params:
@@ -193,6 +194,7 @@ if CTA:
             after checkpointing when preempted (a retry resumes)."""
             input:
                 rules.cta_lm_preprocess.output,
+                *SMOKE_GATE,
             output:
                 f"{CTA_RESULTS}/runs/{CTA_LM_PATTERN}/metrics.json",
             params:

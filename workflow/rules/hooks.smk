@@ -9,7 +9,7 @@ jobs are complete is cleared."""
 # of the account's association and of the QOS the jobs use (sacctmgr). One message, then stop; a partition
 # whose preemption cancels instead of requeueing is a warning. A submit limit (MaxSubmitJobs,
 # MaxSubmitJobsPerUser) below the profile's jobs lowers the run's concurrent jobs under it (sbatch would
-# refuse the rest).
+# refuse the rest); a refusal that still comes (other jobs of the user's) is waited out by the sbatch shim.
 # ----------------------------------------------------------------------------------------------------
 def lower_concurrent_jobs(cap):
     """Lower the run's concurrent Slurm jobs (--jobs) to `cap` before the first job is selected. Snakemake
@@ -65,6 +65,16 @@ def check_cluster():
         lines = "\n".join(f"  - {problem}" for problem in found.problems)
         print(f"Cannot use Slurm (nothing was started):\n{lines}", file=sys.stderr)
         sys.exit(1)
+    submit_through_retry()
+
+
+def submit_through_retry():
+    """The plugin's sbatch calls go through pdelra.planning.sbatch_retry (a shim first on PATH): a refusal
+    (submit limit, an unanswering slurmctld) is waited out and logged, not counted as a failed attempt."""
+    from pdelra.planning import sbatch_retry
+
+    cluster = Path(RESULTS, "cluster")
+    sbatch_retry.submit_through_shim(cluster / "bin", sys.executable, cluster / "refused.log")
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -53,6 +53,7 @@ if LM:
         """One LM run; exit 75 after checkpointing when preempted (a retry then resumes)."""
         input:
             rules.lm_prepare.output,
+            *SMOKE_GATE,
         output:
             f"{LM_RESULTS}/runs/{LM_PATTERN}/metrics.json",
         params:

@@ -44,9 +44,8 @@ def pack_runtime(wildcards, attempt):
     """Minutes of one attempt of a pack: K x one run's runtime / pack_gain (the K runs share the card:
     without a measured gain they take K times as long), times the attempt, capped at cluster.max_runtime
     (runtime_warnings says so at parse time when a pack's first attempt is already cut)."""
-    resources = _merged("resources", wildcards.task)
-    k = len(pack_seeds(wildcards))
-    return slurm_site.pack_runtime(resources["runtime"], k, resources["pack_gain"], attempt, MAX_RUNTIME)
+    k, gain = len(pack_seeds(wildcards)), _merged("resources", wildcards.task)["pack_gain"]
+    return slurm_site.pack_runtime(run_minutes(wildcards), k, gain, attempt, MAX_RUNTIME)
 
 
 

@@ -1,11 +1,14 @@
 """What each job asks the cluster for: runtimes capped at cluster.max_runtime, the site options of
 every GPU rule, the priorities, and the CPU jobs' partition (profiles/slurm/README.md)."""
 
-from pdelra.planning import reattach
+import functools
+
+from pdelra.planning import estimate, reattach
 from pdelra.training import bad_nodes
 
 # ----------------------------------------------------------------------------------------------------
-# Slurm requests. Every runtime is the configured one times the attempt, capped at cluster.max_runtime
+# Slurm requests. Every runtime is the configured one (an LRA run's: or its estimate, cluster.runtime_from)
+# times the attempt, capped at cluster.max_runtime
 # (pdelra.planning.slurm_site.attempt_runtime says why the multiplier stays under the cap). Site options (partition,
 # constraint, GPU model, qos, extra sbatch flags) come from the same resources sections; CPU-only jobs go
 # to cluster.cpu_partition when one is set.
@@ -16,8 +19,26 @@ def capped_runtime(minutes, attempt):
 
 @declared
 def train_runtime(wildcards, attempt):
-    """Minutes of one attempt of a training job: its task's runtime times the attempt, capped."""
-    return capped_runtime(_merged("resources", wildcards.task)["runtime"], attempt)
+    """Minutes of one attempt of a training job: its run's minutes times the attempt, capped."""
+    return capped_runtime(run_minutes(wildcards), attempt)
+
+
+def run_minutes(wildcards):
+    """First-attempt minutes of one LRA run of the job's grid cell: its task's runtime, or with
+    cluster.runtime_from: estimate its FLOPs estimate x cluster.runtime_margin (pdelra.planning.estimate,
+    the figure `pdelra plan` counts too)."""
+    resources = _merged("resources", wildcards.task)
+    if config["cluster"]["runtime_from"] == "config":
+        return resources["runtime"]
+    w = wildcards  # the seed does not change the work: a pack's cell is timed at seed 0
+    run = experiment.run_config(config, SETTINGS, w.task, w.variant, w.scale, w.setting, 0)
+    return estimate.run_minutes(config, run, resources, task_data(w.task))
+
+
+@functools.cache
+def task_data(task):
+    """A task's counts and max_length, read once (a manifest written later changes no request)."""
+    return estimate.task_data(config, task)
 
 
 def runtime_of(resources_of):
@@ -25,7 +46,7 @@ def runtime_of(resources_of):
     return declared(lambda wildcards, attempt: capped_runtime(resources_of(wildcards)["runtime"], attempt))
 
 
-def site_options(sections, checkpoints):
+def site_options(sections, checkpoints=None):
     """The site options (pdelra.planning.slurm_site.SITE_KEYS) of the GPU jobs that read `sections`: {task:
     resources section}, or {None: section} for a rule without tasks. Every GPU rule takes them through here,
     over those of defaults.resources (slurm_site.shared_site_options), so that the site's partition, GPU model
@@ -34,7 +55,7 @@ def site_options(sections, checkpoints):
     of the task (None where a task leaves it unset: Snakemake then drops the resource, and the plugin adds no
     flag). `checkpoints`: the job's checkpoint folder as a pattern of its wildcards, or a function of them
     giving its folders: a run there still trained by a live job of a dead session makes the new job wait for
-    it (pdelra.planning.reattach)."""
+    it (pdelra.planning.reattach). None for a job that trains no run (the smoke test)."""
     shared = slurm_site.shared_site_options(config)
     options = {}
     for key in slurm_site.SITE_KEYS:
@@ -46,7 +67,12 @@ def site_options(sections, checkpoints):
         else:
             options[key] = declared(lambda wildcards, _values=values: _values[_task_of(wildcards)])
     configured = options.get("slurm_extra")
-    folders = checkpoints if callable(checkpoints) else lambda w: [checkpoints.format(**dict(w.items()))]
+    if checkpoints is None:
+        folders = lambda w: []
+    elif callable(checkpoints):
+        folders = checkpoints
+    else:
+        folders = lambda w: [checkpoints.format(**dict(w.items()))]
 
     def slurm_extra(wildcards, attempt):
         extra = bad_nodes.slurm_extra(BAD_NODES, configured(wildcards) if callable(configured) else configured)

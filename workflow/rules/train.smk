@@ -6,6 +6,7 @@ rule train:
     """Train and evaluate one run; exit 75 after checkpointing when preempted (a retry then resumes)."""
     input:
         manifest("{task}"),
+        *SMOKE_GATE,  # cluster.smoke: the smoke test passed first
     output:
         f"{RESULTS}/runs/{RUN_PATTERN}/metrics.json",
         f"{RESULTS}/runs/{RUN_PATTERN}/model.safetensors",  # best-validation weights (pdelra diagnose)
@@ -40,6 +41,7 @@ rule train_pack:
     failed keeps its final state in its checkpoint folder, and the retry restores it instead of training."""
     input:
         manifest("{task}"),
+        *SMOKE_GATE,  # cluster.smoke: the smoke test passed first
     output:
         directory(f"{RESULTS}/packs/{PACK_PATTERN}"),
     params:

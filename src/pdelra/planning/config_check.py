@@ -27,6 +27,7 @@ from pdelra.lm import grid as lm_grid
 from pdelra.lm.model import LMConfig
 from pdelra.nn.model import POINTS, VARIANTS, ModelConfig, config_row
 from pdelra.nn.operator_check import PROBE_SHORT_LENGTH, check_operators
+from pdelra.planning import estimate
 from pdelra.planning.slurm_site import runtime_warnings
 from pdelra.tasks import TASKS, load_modules, tasks_of_source
 from pdelra.training.runconfig import RunConfigError, validate_run_config
@@ -211,7 +212,11 @@ def config_problems(config: Mapping[str, Any], schema: dict[str, Any] | None = N
     if problems:  # the runs cannot be listed
         return problems
     return (
-        model_problems(filled) + lm_problems(filled) + data_problems(filled) + cta_official_problems(filled)
+        model_problems(filled)
+        + lm_problems(filled)
+        + data_problems(filled)
+        + cta_official_problems(filled)
+        + estimate.cluster_problems(filled)
     )
 
 

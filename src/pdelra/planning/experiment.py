@@ -29,6 +29,7 @@ from typing import Any
 from pdelra import runs as run_layout
 from pdelra.cta_official import grid as cta_official_grid
 from pdelra.lm import grid as lm_grid
+from pdelra.planning import estimate
 from pdelra.tasks import tasks_of_source
 
 Run = tuple[str, str, str, str, int]  # (task, variant, scale, setting, seed): pdelra.runs.RUN_KEYS
@@ -249,10 +250,9 @@ def lra_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
         if pack_size(config, run[0]) == 1:
             resources = merged(config, "resources", run[0])
             resolved = run_config(config, settings, *run)
+            minutes = estimate.run_minutes(config, resolved, resources)  # cluster.runtime_from
             jobs.append(
-                TrainingJob(
-                    "train", run, resolved, resources["gpu"], resources["runtime"], **_asks(config, resources)
-                )
+                TrainingJob("train", run, resolved, resources["gpu"], minutes, **_asks(config, resources))
             )
     return jobs
 
@@ -265,13 +265,14 @@ def pack_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
         run: Run = (task, variant, scale, setting, seeds[0])
         resources = merged(config, "resources", task)
         resolved = run_config(config, settings, *run)
+        minutes = estimate.run_minutes(config, resolved, resources)  # one run's (cluster.runtime_from)
         jobs.append(
             TrainingJob(
                 "train_pack",
                 run,
                 resolved,
                 resources["gpu"],
-                pack_minutes(resources["runtime"], len(seeds), resources.get("pack_gain", 1.0)),
+                pack_minutes(minutes, len(seeds), resources.get("pack_gain", 1.0)),
                 len(seeds),
                 **_asks(config, resources, len(seeds)),
             )
@@ -398,6 +399,7 @@ def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
         report=1,
         version=1,
         all=1,
+        smoke=int(bool((config.get("cluster") or {}).get("smoke"))),  # one GPU check before any training
     )
     return {rule: count for rule, count in jobs.items() if count}
 

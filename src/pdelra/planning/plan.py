@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Any
 from pdelra import runs as run_layout
 from pdelra import tasks
 from pdelra.atomic import write_json_atomic
-from pdelra.data.settings import generate_defaults
 from pdelra.data.store import load_split
 from pdelra.errors import UserError
 from pdelra.planning import experiment, flops, priorities
@@ -41,15 +40,14 @@ from pdelra.planning.cli import (
     WARMUP_STEPS,
 )
 from pdelra.planning.config_check import file_problems, with_defaults
+from pdelra.planning.estimate import planned_job_steps, run_seconds, task_data
 from pdelra.planning.plan_text import print_plan, print_power
 from pdelra.training import batches as B
-from pdelra.training.schedule import planned_steps
 
 if TYPE_CHECKING:
     import pandas as pd
 
 
-EVAL_COST = 1 / 3  # an evaluation example costs about a third of a training example (forward only)
 METRICS_BYTES = 50_000
 REFERENCE_BUCKETS = 8  # the bucket count the padding column shows for a task that does not bucket
 
@@ -75,44 +73,7 @@ def load_config(path: Path) -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Facts per task
-
-
-def task_data(config: Mapping[str, Any], task: str) -> dict[str, Any]:
-    """Example counts, vocabulary, classes and max_length of a task, with where the counts came from.
-
-    A task outside the config's LRA tasks (the LM's `lm_{corpus}`, Continuous-Time Attention's own) has no
-    counts (None): its jobs are timed by finished runs or counted at their runtime."""
-    if task not in config["tasks"]:
-        return {"counts": None, "source": "-"}
-    manifest_file = Path(config["data"]["processed_dir"]) / task / "manifest.json"
-    if manifest_file.exists():
-        manifest = json.loads(manifest_file.read_text())
-        return {
-            "counts": dict(manifest["counts"]),
-            "vocab_size": int(manifest["vocab_size"]),
-            "num_classes": int(manifest["num_classes"]),
-            "max_length": int(manifest["max_length"]),
-            "source": "manifest",
-        }
-    if config["data"].get("source") == "generated":
-        sizes = {**generate_defaults()[task], **(config["data"].get("generate", {}).get(task) or {})}
-        counts = {"train": sizes["n_train"], "val": sizes["n_val"], "test": sizes["n_test"]}
-        source = "config"
-    else:
-        # the published split sizes (pdelra.tasks), used only without a manifest or generate sizes
-        counts, source = dict(tasks.TASKS[task].splits), "published"
-    return {
-        "counts": counts,
-        "vocab_size": tasks.TASKS[task].vocab_size,
-        "num_classes": tasks.TASKS[task].num_classes,
-        "max_length": int(config["tasks"][task]["max_length"]),
-        "source": source,
-    }
-
-
-def planned_job_steps(n_train: int, train: Mapping[str, Any]) -> int:
-    return planned_steps(math.ceil(n_train / train["batch_size"]), train["max_epochs"], train["max_steps"])
+# Facts per task (its counts and max_length: pdelra.planning.estimate.task_data) and finished runs
 
 
 CellKey = tuple[str, str, str, str, str]  # (runs folder, task, variant, scale, setting)
@@ -513,9 +474,7 @@ def _job_estimate(
     elif flops_step is not None and steps is not None:
         step_s, source = flops_step, "flops"
     if step_s is not None:
-        epochs = min(train["max_epochs"], math.ceil(steps / math.ceil(counts["train"] / train["batch_size"])))
-        per_example = step_s / train["batch_size"]
-        seconds = steps * step_s + per_example * EVAL_COST * (epochs * counts["val"] + counts["test"])
+        seconds = run_seconds(train, counts, steps, step_s)
         # A packed job's runs share its GPU: until benchmarks/gpu_check.sh measures what that gains,
         # the plan assumes nothing (the runs' times add up), a bound its runtime request must also meet.
         seconds *= job.runs

@@ -161,7 +161,8 @@ def flops_lines(plan: Mapping[str, Any]) -> str:
             f"GPU-hours: {hours_text(total['device_hours'])} estimated, "
             f"{hours_text(total['requested_hours'])} requested (each job's runtime, first attempt); "
             f"requests of the estimate x cluster.runtime_margin {est['margin']:g} would total "
-            f"{hours_text(derived)} (not yet what the jobs ask for: they ask their runtime)"
+            f"{hours_text(derived)} (what they ask with cluster.runtime_from: estimate, before its "
+            "30-min floor and max_runtime cap)"
             + (f" ({', '.join(unmodelled)}: FLOPs not modelled, at their runtime)" if unmodelled else ""),
         ]
     )

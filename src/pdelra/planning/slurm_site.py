@@ -16,8 +16,9 @@ Limits (`account_limits`, from `sacctmgr`): the user's associations (MaxSubmitJo
 QOS the jobs use (MaxSubmitJobsPerUser, MaxJobsPerUser, MaxWall). sbatch refuses a job past the submit limit,
 and the plugin counts that refusal as a failed attempt (three in seconds, then the job stays failed until
 Snakemake is restarted), so the run's concurrent jobs are capped below it, a few left for the user's other
-jobs. A `cluster.max_runtime` above a QOS's or association's MaxWall stops the run: such a job pends forever.
-Past MaxJobs a job only pends (it keeps its place in the queue), so MaxJobs is reported, not capped at.
+jobs; a refusal that still comes is waited out by the run's sbatch shim (pdelra.planning.sbatch_retry). A
+`cluster.max_runtime` above a QOS's or association's MaxWall stops the run: such a job pends forever. Past
+MaxJobs a job only pends (it keeps its place in the queue), so MaxJobs is reported, not capped at.
 """
 
 from __future__ import annotations

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 
 @dataclass(frozen=True)
@@ -42,4 +44,6 @@ def make_scheduler(
     optimizer: torch.optim.Optimizer, warmup_steps: int, total_steps: int
 ) -> torch.optim.lr_scheduler.LambdaLR:
     # A frozen dataclass rather than a closure: LambdaLR then stores its fields in state_dict().
+    import torch  # here: the plan and the workflow's runtime estimate read planned_steps without torch
+
     return torch.optim.lr_scheduler.LambdaLR(optimizer, WarmupCosine(warmup_steps, total_steps))
