@@ -106,3 +106,26 @@ def test_a_config_registers_its_own_part_and_a_wrong_record_is_named(tmp_path: P
     with pytest.raises(ValueError, match="cannot import 'nosuchmodule'"):
         registry.plugins({"parts": ["nosuchmodule:PART"]})
     assert replace(PARTS[0]).jobs({}) == []
+
+
+def test_the_config_check_runs_a_registered_parts_own_check(tmp_path: Path, monkeypatch) -> None:
+    """A registered part's section passes the schema as a mapping and is checked by its own `check`; a
+    top-level key no part claims is still refused."""
+    from pdelra.planning.config_check import config_problems
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "checked_part.py").write_text(
+        "from pdelra.parts import GENERIC, Part\n"
+        "def check(config):\n    return [] if config['toy'].get('seeds') else ['toy.seeds: give one']\n"
+        "PART = Part(name='toy', section='toy', tables=(), reads=(), runs='toy/runs', run_file='m.json',\n"
+        "            build='checked_part:check', check='checked_part:check', workflow=GENERIC)\n"
+    )
+    config = yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())
+    config["parts"] = ["checked_part:PART"]
+    assert config_problems({**config, "toy": {"seeds": [0]}}) == []
+    assert config_problems({**config, "toy": {"seeds": []}}) == ["toy.seeds: give one"]
+    (unknown,) = config_problems({**config, "toy": {"seeds": [0]}, "tyo": {}})
+    assert "unknown key(s) 'tyo'" in unknown and "toy" in unknown
+    assert config_problems({**config, "parts": ["checked_part:NOPE"]})[0].startswith(
+        "parts: part 'checked_part:NOPE'"
+    )

@@ -16,11 +16,14 @@ to `results/X/report-partial/` by default, so the workflow's own tables and repo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import logging
+import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +80,25 @@ def execute_notebook(
                 f"`python -m ipykernel install --sys-prefix --name {kernel}` (make venv does)"
             ) from exc
         raise
+
+
+@contextlib.contextmanager
+def kernel_finds_working_dir(parts: tuple[str, ...]) -> Iterator[None]:
+    """With a config's own parts, the notebook's kernel (which runs in the report folder) also imports from
+    this working directory, where the workflow finds their modules (pdelra.importing): on its PYTHONPATH,
+    which it inherits, for the duration."""
+    if not parts:
+        yield
+        return
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (before, str(Path.cwd()))))
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
 
 
 def render_html(executed: Path, html_path: Path) -> None:
@@ -295,7 +317,8 @@ def build_report(
             "parts": list(parts),
         }
         try:
-            execute_notebook(notebook, executed, params, kernel, timeout)
+            with kernel_finds_working_dir(parts):
+                execute_notebook(notebook, executed, params, kernel, timeout)
         except ReportError as exc:  # the staging folder is discarded: keep the notebook for the post-mortem
             if not executed.is_file():
                 raise
