@@ -104,9 +104,6 @@ class Part:
         """Whether a workflow config runs this part (its section is present and not empty)."""
         return self.section is None or bool(config.get(self.section))
 
-    def section_of(self, config: Mapping[str, Any]) -> Any:
-        return config.get(self.section) if self.section else None
-
     def jobs(self, config: Mapping[str, Any]) -> list[TrainingJob]:
         """Its training jobs, rule by rule (none when the config does not run it)."""
         if not self.runs_in(config):

@@ -254,20 +254,17 @@ def pack_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     return jobs
 
 
-# Every training rule of the built-in parts: its jobs and where its runs are (as its .smk file has them); a
-# part the config registers adds its own (training_rules). A job's data is the folder {processed_dir}/{task}
-# (for the LM, task = lm_{corpus}).
-LRA_RULES = ("train", "train_pack")  # the LRA grid's training rules; every other one is a part's
+# The LRA grid's training rules, whose model the plan can time (calibration, FLOPs); every other one is a
+# part's, counted at its requested runtime and of priority class `related`.
+LRA_RULES = ("train", "train_pack")
+# Every training rule, the LRA's and the built-in parts': its jobs and where its runs are (as its .smk has
+# them). A job's data is the folder {processed_dir}/{task} (for the LM, task = lm_{corpus}). A config's own
+# part's finished runs are not read by the plan: its jobs count at their requested runtime.
 TRAINING_RULES: dict[str, TrainingRule] = {
     "train": TrainingRule("train", "pdelra.planning.experiment:lra_training_jobs", "runs"),
     "train_pack": TrainingRule("train_pack", "pdelra.planning.experiment:pack_training_jobs", "runs"),
     **parts.BUILTIN_RULES,
 }
-
-
-def training_rules(config: Mapping[str, Any]) -> dict[str, TrainingRule]:
-    """TRAINING_RULES and those of the parts the config registers."""
-    return {**TRAINING_RULES, **{r.name: r for part in parts.plugins(config) for r in part.training}}
 
 
 def training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:

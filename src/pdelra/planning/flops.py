@@ -44,7 +44,6 @@ GPU_PEAK_TFLOPS = {
     "V100": 125.0,  # NVIDIA V100 SXM2 datasheet: FP16 tensor 125 TFLOPS (no bf16)
 }
 DEFAULT_MARGIN = 2.0  # cluster.runtime_margin: a runtime derived from the estimate asks for this × it
-MODELLED_RULES = ("train", "train_pack")  # the LRA classifier's; a part's other model: its requested runtime
 
 
 class GPUError(UserError, ValueError):
