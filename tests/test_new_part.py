@@ -90,6 +90,15 @@ def section(report):
 """
 
 
+def _pdelra(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`pdelra ARGS` in the workspace (where the part's modules are), which must succeed."""
+    proc = subprocess.run(
+        ["pdelra", *args], cwd=ws, env=tool_env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
 def _digest(folder: Path) -> str:
     files = sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
     return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()
@@ -111,11 +120,7 @@ def test_a_new_system_in_three_files_is_planned_run_aggregated_and_reported(
 
     # Planned: `pdelra plan` counts its six jobs and its tables rule (it runs in the workspace, where the
     # user's modules are).
-    plan = subprocess.run(
-        ["pdelra", "plan", "config/config.yaml", "--no-calibration", "--json", "plan.json"],
-        cwd=ws, env=tool_env(), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert plan.returncode == 0, plan.stdout + plan.stderr
+    _pdelra(ws, "plan", "config/config.yaml", "--no-calibration", "--json", "plan.json")
     counted = json.loads((ws / "plan.json").read_text())
     rows = [row for row in counted["tasks"] if row["rule"] == "toy_train"]
     assert sum(row["jobs"] for row in rows) == 6, counted["tasks"]
@@ -138,6 +143,14 @@ def test_a_new_system_in_three_files_is_planned_run_aggregated_and_reported(
     assert "A toy system" in report and "Toy system: 6 runs, mean score 0.610." in report
     index = (results / "report" / "index.html").read_text()
     assert "A toy system" in index and "toy_runs.csv" in index
+
+    # By hand, the commands take the part as the workflow passes it: `pdelra claims` gives the same
+    # claims.csv, and the partial report (runs finished so far) builds and shows the part's tables too.
+    exp = f"results/{config['experiment']}"
+    claims_again = _pdelra(ws, "claims", "--tables", f"{exp}/tables", "--part", "toy_part:PART")
+    assert claims_again.stdout == (results / "tables" / "claims.csv").read_text()
+    _pdelra(ws, "report", "--partial", "--runs", f"{exp}/runs", "--part", "toy_part:PART")
+    assert "Toy system: 6 runs" in (results / "report-partial" / "report.html").read_text()
 
     written = {p.relative_to(ws) for p in ws.rglob("*") if p.is_file()} - before
     own = {Path("toy_part.py"), Path("toy_system.py"), Path("plan.json")}
