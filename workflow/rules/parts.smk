@@ -25,6 +25,7 @@ for _part in GENERIC_PARTS:
             resources:
                 gpu=lambda wildcards, _job=part_job(_rule.name): _job(wildcards).gpus,
                 runtime=part_runtime(_rule.name),
+                **site_options({None: {}}),  # the site's partition, GPU model, qos (defaults.resources)
             conda:
                 PDELRA_ENV
             shell:
