@@ -9,6 +9,7 @@ The rules live in workflow/rules/; the logic they call is the `pdelra` command (
 
 # The config: config/config.yaml, or the --configfile given instead (see the top of workflow/rules/common.smk).
 include: "workflow/rules/common.smk"
+include: "workflow/rules/parts_inputs.smk"
 include: "workflow/rules/resources.smk"
 include: "workflow/rules/packs.smk"
 include: "workflow/rules/hooks.smk"
@@ -19,6 +20,7 @@ include: "workflow/rules/diagnose.smk"
 include: "workflow/rules/lm.smk"
 include: "workflow/rules/cta_official_inputs.smk"
 include: "workflow/rules/cta_official.smk"
+include: "workflow/rules/parts.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/version.smk"
 

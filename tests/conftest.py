@@ -251,7 +251,13 @@ def workspace(tmp_path: Path) -> Path:
 # machine: the Slurm module ~6 min, the finished_tiny group ~3 min, the claims' noise and reach simulations
 # ~3 min each on one core).
 SHARED_WORKSPACE_GROUP = "finished_tiny"
-SHARED_WORKSPACE_MODULES = ("test_workflow_run", "test_dvc", "test_diagnostics_run", "test_template")
+SHARED_WORKSPACE_MODULES = (
+    "test_workflow_run",
+    "test_dvc",
+    "test_diagnostics_run",
+    "test_template",
+    "test_new_part",
+)
 FIRST_GROUPS = (
     "test_slurm",
     SHARED_WORKSPACE_GROUP,

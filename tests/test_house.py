@@ -3,9 +3,13 @@ files the project has."""
 
 from __future__ import annotations
 
+import ast
 import re
+from pathlib import Path
 
 from conftest import REPO
+
+from pdelra.parts import BUILTIN
 
 MAX_MODULE_LINES = 700
 MAX_COMMON_SMK_LINES = 300
@@ -40,3 +44,31 @@ def test_every_project_path_a_comment_or_doc_names_exists() -> None:
         if name not in USERS_OWN and not (REPO / name).exists()
     }
     assert not dangling, f"names of files the project lacks: {sorted(dangling)}"
+
+
+def test_the_planner_imports_no_related_system_by_name() -> None:
+    """pdelra.planning loops over the registry of parts (pdelra.parts): a new system is a part, with no edit
+    of the planner, so no planning module imports a system's package (lm, cta_official) by name, and the
+    registry itself, the ground floor, imports none either."""
+    systems = {f"pdelra.{part.name}" for part in BUILTIN if part.section}  # pdelra.lm, pdelra.cta_official
+    assert systems == {"pdelra.lm", "pdelra.cta_official"}
+    modules = [*(REPO / "src" / "pdelra" / "planning").glob("*.py"), REPO / "src" / "pdelra" / "parts.py"]
+    named = {
+        (path.name, name)
+        for path in modules
+        for name in _imported(path)
+        if any(name == system or name.startswith(f"{system}.") for system in systems)
+    }
+    assert not named, f"planning modules importing a system by name: {sorted(named)}"
+
+
+def _imported(path: Path) -> set[str]:
+    """Every module an `import` or `from ... import` of the file names (a name imported from a package too:
+    `from pdelra import lm` is pdelra.lm)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return names

@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from pdelra import __version__, forkclient
+from pdelra import __version__, forkclient, parts
 from pdelra.errors import UserError
 from pdelra.importing import import_callable
 
@@ -29,8 +29,10 @@ SUBCOMMAND_MODULES = (
     "pdelra.bench.cli",  # bench
     "pdelra.planning.cli",  # config check FILE (YAML syntax, schema); plan (jobs, device-hours, disk)
     "pdelra.forkserver",  # forkserver run -- CMD (one torch import for many jobs)
-    "pdelra.lm.cli",  # lm prepare | train | aggregate (PhysQK-AD's LM experiment)
-    "pdelra.cta_official.cli",  # cta-official aggregate | train-lm (Continuous-Time Attention's own)
+    # Each built-in part's own (pdelra.parts): lm prepare | train | aggregate (PhysQK-AD's LM experiment),
+    # cta-official aggregate | train-lm (Continuous-Time Attention's own); a part without one runs through
+    # `pdelra part run|aggregate` (pdelra.steps.cli).
+    *(part.cli for part in parts.BUILTIN if part.cli),
 )
 
 

@@ -18,6 +18,16 @@ from typing import Any
 def import_callable(spec: str, what: str = "callable") -> Callable[..., Any]:
     """The callable `attr` of `module` named by "module:attr"; ValueError names the spec and the problem (no
     colon, a module that does not import and why, an attribute it lacks, something not callable)."""
+    found = import_object(spec, what)
+    if not callable(found):
+        kind = type(found).__name__
+        raise ValueError(f"{what} {spec!r}: {spec.partition(':')[2]!r} is a {kind}, not callable")
+    return found
+
+
+def import_object(spec: str, what: str = "object") -> Any:
+    """The attribute `attr` of `module` named by "module:attr" (a part's record, pdelra.parts); ValueError as
+    import_callable's."""
     module_name, colon, attr = spec.partition(":")
     if not colon or not module_name or not attr:
         raise ValueError(f"{what} {spec!r}: write it as 'module:attr'")
@@ -31,8 +41,6 @@ def import_callable(spec: str, what: str = "callable") -> Callable[..., Any]:
         found = getattr(module, attr)
     except AttributeError:
         raise ValueError(f"{what} {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
-    if not callable(found):
-        raise ValueError(f"{what} {spec!r}: {attr!r} is a {type(found).__name__}, not callable")
     return found
 
 

@@ -8,16 +8,14 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-from snakemake.utils import validate
-
 from pdelra.planning import experiment
 from pdelra.cta_official import grid as cta_grid
 from pdelra import runs as run_layout, tasks
 from pdelra.planning import job_path, priorities, slurm_site
 from pdelra.results.build import AGGREGATE_TABLES
-from pdelra.planning.config_check import config_problems, load_schema, yaml_problem
+from pdelra.planning.config_check import config_problems, load_schema, with_defaults, yaml_problem
 from pdelra.locking import LOCK_ENV
-from pdelra.steps import parts as aggregate_parts
+from pdelra import parts as registry
 
 try:
     from snakemake.common import overwrite_function_params
@@ -78,7 +76,7 @@ def config_error(problems):
 os.environ.update(tasks.job_environment(config.get("task_modules") or (), os.getcwd()))  # jobs: its tasks too
 if _problems := config_problems(config, load_schema(SCHEMA)):
     config_error(_problems)
-validate(config, schema=str(SCHEMA), set_default=True)  # fills the schema's defaults in place
+config.update(with_defaults(config, load_schema(SCHEMA)))  # as validate(set_default=True), a part's section too
 
 RESULTS = f"results/{config['experiment']}"
 # No job asks Slurm for more minutes than this, whatever its attempt (profiles/slurm/README.md, time limits).
@@ -260,24 +258,6 @@ def write_arg_file(path, items):
     command line longer than Linux allows for one argument (128 KiB, ~1,800 paths)."""
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text("".join(f"{item}\n" for item in items))
-
-
-def aggregate_part_tables(name):
-    """The tables the part `name` of pdelra.steps.parts (diagnostics, lm, cta_official) writes, its rule's
-    outputs and the aggregate rule's inputs; none when the config does not run the part."""
-    part = aggregate_parts.PART[name]
-    if not part.runs_in(config):
-        return []
-    return [f"{RESULTS}/{aggregate_parts.TABLES_DIR}/{table}.csv" for table in part.tables]
-
-
-def aggregate_extra_args(inputs):
-    """`--lm-runs F --lm-dynamics F --diagnostics F --cta-official-runs F`: of the parts' tables (every one an
-    input of the aggregate rule, so the claims and summaries rerun when they change) those `pdelra aggregate`
-    reads (pdelra.steps.parts, which the partial report follows too)."""
-    tables = [path for part in aggregate_parts.PARTS for path in getattr(inputs, part.name)]
-    read = aggregate_parts.aggregate_inputs(tables)
-    return " ".join(f"{aggregate_parts.option(name)} {path}" for name, path in read.items())
 
 
 def parent_dir(path):

@@ -9,7 +9,7 @@ says "not run"."""
 
 # ----------------------------------------------------------------------------------------------------
 # The section's globals (here, not in common.smk: they serve these rules; report.smk's aggregate takes the
-# section's tables as a part of pdelra.steps.parts). Its input functions: cta_official_inputs.smk.
+# section's tables as a part of pdelra.parts). Its input functions: cta_official_inputs.smk.
 # ----------------------------------------------------------------------------------------------------
 
 CTA = config.get("cta_official")
@@ -30,7 +30,7 @@ CTA_METRICS = [
     f"{CTA_RESULTS}/runs/{CTA_LM_PATTERN.format(cta_variant=variant, cta_lm_setting=setting, seed=seed)}/metrics.json"
     for _, variant, _, setting, seed in cta_grid.lm_runs(CTA)
 ]
-# The tables of this part (pdelra.steps.parts), inputs of the aggregate rule (report.smk) for the claims and
+# The tables of this part (pdelra.parts), inputs of the aggregate rule (report.smk) for the claims and
 # the report; none without the section.
 CTA_OFFICIAL_TABLES = aggregate_part_tables("cta_official")
 

@@ -49,7 +49,7 @@ rule diagnostics_table:
     input:
         [f"{RESULTS}/diagnostics/{task}/part{part}.csv" for task, part in DIAGNOSE_PARTS],
     output:
-        aggregate_part_tables("diagnostics"),  # tables/diagnostics.csv (pdelra.steps.parts)
+        aggregate_part_tables("diagnostics"),  # tables/diagnostics.csv (pdelra.parts)
     log:
         f"{LOGS}/diagnostics_table.log",
     conda:

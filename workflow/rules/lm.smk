@@ -17,7 +17,7 @@ LM_METRICS = [
     f"{LM_RESULTS}/runs/{LM_PATTERN.format(**dict(zip(LM_FIELDS, run)))}/metrics.json"
     for run in lm_grid.runs(LM)
 ]
-# The LM tables (pdelra.steps.parts), inputs of the aggregate rule; none without an `lm` section.
+# The LM tables (pdelra.parts), inputs of the aggregate rule; none without an `lm` section.
 LM_TABLES = aggregate_part_tables("lm")
 
 

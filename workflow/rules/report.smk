@@ -8,9 +8,9 @@ rule aggregate:
     localrule: True
     input:
         metrics=all_metrics,
-        # The tables of the diagnostics, PhysQK-AD's LM and CTA's own experiments, by part
-        # (pdelra.steps.parts; a part the config does not run has none).
-        **{part.name: aggregate_part_tables(part.name) for part in aggregate_parts.PARTS},
+        # The tables of every part (pdelra.parts: the diagnostics, PhysQK-AD's LM, CTA's own experiments,
+        # the config's own parts), by part; a part the config does not run has none.
+        **{part.name: aggregate_part_tables(part.name) for part in PARTS},
     output:
         [f"{RESULTS}/tables/{name}.csv" for name in AGGREGATE_TABLES],
     params:
@@ -49,7 +49,7 @@ rule report:
     input:
         tables=rules.aggregate.output,  # every table the report reads (it computes nothing)
         data=rules.data_summary.output,  # the data banner
-        cta_official=CTA_OFFICIAL_TABLES,  # its section reads two of them; none without the section
+        parts=report_part_tables(),  # what the parts' report sections read (parts_inputs.smk)
         notebook=REPORT_NOTEBOOK,
     output:
         notebook=f"{RESULTS}/report/report.ipynb",
@@ -68,10 +68,11 @@ rule report:
         tables=lambda wildcards, input: parent_dir(input.tables[0]),
         out=lambda wildcards, output: parent_dir(output.html),
         experiment=config["experiment"],
+        specs=PART_OPTIONS,  # the config's own parts: their sections too
     log:
         f"{LOGS}/report.log",
     conda:
         PDELRA_ENV
     shell:
         "pdelra report --tables {params.tables} --out {params.out} --notebook {input.notebook}"
-        " --experiment {params.experiment} --kernel pdelra > {log} 2>&1"
+        " --experiment {params.experiment} --kernel pdelra {params.specs} > {log} 2>&1"

@@ -17,20 +17,17 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
+from pdelra import parts
 from pdelra import runs as run_layout
-from pdelra.cta_official import grid as grid
-from pdelra.cta_official.grid import lra_raw_tasks
-from pdelra.cta_official.lm import model_config, validate_lm_run_config
 from pdelra.data.generate import resolve_params
 from pdelra.errors import UserError
-from pdelra.lm import grid as lm_grid
-from pdelra.lm.model import LMConfig
+from pdelra.model_layers import heads_problem, layered
 from pdelra.nn.model import POINTS, VARIANTS, ModelConfig, config_row
 from pdelra.nn.operator_check import PROBE_SHORT_LENGTH, check_operators
 from pdelra.planning import estimate
+from pdelra.planning.experiment import part_data_tasks
 from pdelra.planning.slurm_site import runtime_warnings
 from pdelra.tasks import TASKS, load_modules, tasks_of_source
-from pdelra.training.runconfig import RunConfigError, validate_run_config
 
 SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 # YAML 1.1 (PyYAML, Snakemake) reads 3e-3 as text; 3.0e-3 is a number.
@@ -203,7 +200,13 @@ def config_problems(config: Mapping[str, Any], schema: dict[str, Any] | None = N
             load_modules(modules)
         except ValueError as err:
             return [f"task_modules: {err}"]
-    schema = _with_config_variants(with_tasks(schema or load_schema()), config)
+    try:
+        registered = parts.registered(config if isinstance(config, Mapping) else None)
+    except ValueError as err:  # a part the config registers does not import
+        return [f"parts: {err}"]
+    schema = _with_part_sections(
+        _with_config_variants(with_tasks(schema or load_schema()), config), registered
+    )
     problems = schema_problems(config, schema)
     if problems:
         return problems
@@ -213,11 +216,30 @@ def config_problems(config: Mapping[str, Any], schema: dict[str, Any] | None = N
         return problems
     return (
         model_problems(filled)
-        + lm_problems(filled)
         + data_problems(filled)
-        + cta_official_problems(filled)
+        + part_problems(filled, registered)
         + estimate.cluster_problems(filled)
     )
+
+
+def part_problems(config: Mapping[str, Any], registered: tuple[parts.Part, ...]) -> list[str]:
+    """Each part's own check of its section (pdelra.parts: `check`), for the parts the config runs."""
+    return [
+        problem
+        for part in registered
+        if part.check and part.runs_in(config)
+        for problem in parts.call(part.check, f"part {part.name}'s check")(config)
+    ]
+
+
+def _with_part_sections(schema: dict[str, Any], registered: tuple[parts.Part, ...]) -> dict[str, Any]:
+    """The schema whose top level also takes the section of each registered part (a mapping its part's own
+    check validates, part_problems)."""
+    schema = copy.deepcopy(schema)
+    for part in registered:
+        if part.section and part.section not in schema["properties"]:
+            schema["properties"][part.section] = {"type": "object"}
+    return schema
 
 
 def _with_config_variants(schema: dict[str, Any], config: Any) -> dict[str, Any]:
@@ -293,25 +315,6 @@ def grid_problems(config: Mapping[str, Any]) -> list[str]:
     return problems
 
 
-def _layered(layers: list[tuple[str, Mapping[str, Any]]]) -> tuple[dict[str, Any], dict[str, str]]:
-    """The merged model config of (key path, overrides) layers, lowest first, and where each key came from."""
-    merged: dict[str, Any] = {}
-    origin: dict[str, str] = {}
-    for where, overrides in layers:
-        for key, value in overrides.items():
-            merged[key], origin[key] = value, f"{where}.{key}"
-    return merged, origin
-
-
-def _heads_problem(model: Mapping[str, Any], origin: Mapping[str, str], defaults: Any) -> str | None:
-    """'tasks.listops.model.n_heads: 3 does not divide d_model 32 (defaults.model.d_model)', or None."""
-    d_model, n_heads = model.get("d_model", defaults.d_model), model.get("n_heads", defaults.n_heads)
-    if d_model % n_heads == 0:
-        return None
-    d_from = origin.get("d_model", "the default")
-    return f"{origin.get('n_heads', 'n_heads')}: {n_heads} does not divide d_model {d_model} ({d_from})"
-
-
 def model_problems(config: Mapping[str, Any]) -> list[str]:
     """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it,
     and of each own variant's operators as they run at each task's real max_length (check_operators: forward
@@ -328,8 +331,8 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
             layers = [("defaults.model", config["defaults"]["model"]),
                       (f"tasks.{task}.model", config["tasks"][task].get("model", {})),
                       (f"grids.{name}.settings.{setting}.model", settings[setting]["model"])]  # fmt: skip
-            model, origin = _layered(layers)
-            heads = _heads_problem(model, origin, ModelConfig)
+            model, origin = layered(layers)
+            heads = heads_problem(model, origin, ModelConfig)
             if heads:
                 problems[heads] = None
                 continue
@@ -370,32 +373,6 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
     return list(problems)
 
 
-def lm_problems(config: Mapping[str, Any]) -> list[str]:
-    """The `lm` section's runs: its ablation settings and every condition's model as LMConfig builds it."""
-    lm = config.get("lm")
-    if not lm:
-        return []
-
-    try:
-        ablation = lm_grid.ablation_settings(lm)
-    except ValueError as err:
-        return [str(err)]
-    problems: dict[str, None] = {}
-    for _, condition, _, setting, _ in lm_grid.runs(lm):
-        overrides = ablation[setting]["model"] if setting in ablation else {}
-        model, origin = _layered([("lm.model", lm["model"]), (f"lm.settings.{setting}.model", overrides)])
-        heads = _heads_problem(model, origin, LMConfig)
-        if heads:
-            problems[heads] = None
-            continue
-        try:
-            LMConfig(vocab_size=2, window=lm["window"], condition=condition, **model).block_config()
-        except (TypeError, ValueError) as err:
-            where = "lm.model" + (f" < lm.settings.{setting}.model" if overrides else "")
-            problems[f"{where} ({condition}): {err}"] = None
-    return list(problems)
-
-
 def data_problems(config: Mapping[str, Any]) -> list[str]:
     """Real data needs its downloads; generated data needs settings `pdelra generate` can meet."""
     tasks = {task for name in config["run_grids"] for task in config["grids"][name]["tasks"]}
@@ -415,83 +392,11 @@ def data_problems(config: Mapping[str, Any]) -> list[str]:
         ]
 
     problems = []
-
-    needed = tasks | ({config["lm"]["corpus"]} if config.get("lm") else set())
-    for task in sorted(needed | lra_raw_tasks(config.get("cta_official"))):
+    for task in sorted(tasks | part_data_tasks(config)):
         try:
             resolve_params(task, {"seed": data["seed"], **data["generate"].get(task, {})})
         except UserError as err:
             problems.append(str(err))
-    return problems
-
-
-def cta_official_problems(config: Mapping[str, Any]) -> list[str]:
-    """The `cta_official` grid: each task's run config is complete (`pdelra train` would take it), its
-    model is the authors' (`backbone: official_cta`) and builds with every variant, and its data can be had
-    (real: the downloads; generated: settings `pdelra generate` can meet)."""
-    section = config.get("cta_official")
-    if not section:
-        return []
-
-    problems: dict[str, None] = {}
-    for task in grid.tasks(section):
-        where = f"cta_official: task {task} (cta_official.defaults < cta_official.tasks.{task})"
-        model = grid.merged(section, "model", task)
-        if model.get("backbone") != "official_cta":
-            problems[f"{where}: model.backbone must be official_cta (the authors' model)"] = None
-            continue
-        for variant in section["variants"]:
-            try:
-                validate_run_config(grid.run_config(section, task, variant, 0), where)
-                ModelConfig(vocab_size=2, num_classes=2, max_length=1, variant=variant, **model)
-            except RunConfigError as err:
-                problems[str(err)] = None
-            except (TypeError, ValueError) as err:
-                problems[f"{where}: {err}"] = None
-    return list(problems) + _cta_lm_problems(section) + _cta_data_problems(config, section)
-
-
-def _cta_lm_problems(section: Mapping[str, Any]) -> list[str]:
-    """`cta_official.wikitext103`: every run's config is one `pdelra cta-official train-lm` takes and its
-    model builds (d_model divisible by n_heads, …)."""
-    lm = grid.lm_section(section)
-    if not lm:
-        return []
-    problems: dict[str, None] = {}
-    where = "cta_official.wikitext103"
-    for _, variant, _, setting, _ in grid.lm_runs({**section, "seeds": [0]}):
-        try:
-            cfg = validate_lm_run_config(grid.lm_run_config(section, variant, setting, 0), where)
-            model_config(cfg, vocab_size=2, block_size=lm["block_size"])
-        except RunConfigError as err:
-            problems[f"{where}: {err}" if not str(err).startswith(where) else str(err)] = None
-    return list(problems)
-
-
-def _cta_data_problems(config: Mapping[str, Any], section: Mapping[str, Any]) -> list[str]:
-    data = config["data"]
-    sources = grid.own_sources(section, data["source"])
-    if data["source"] == "real":
-        downloads = section.get("downloads") or {}
-        problems = [
-            f"data.source is real, so cta_official.downloads.{source} (url, md5) is needed"
-            for source in sources
-            if source not in downloads
-        ]
-        if grid.lra_raw_tasks(section) and "imdb" not in (data.get("downloads") or {}):
-            problems.append(
-                "data.source is real, so data.downloads.imdb is needed for cta_official's IMDb tasks"
-            )
-        return problems
-
-    problems = []
-    if grid.lra_raw_tasks(section) and "text" not in config["tasks"]:  # IMDb: LRA's Text task reads it
-        problems.append("cta_official's IMDb tasks read the generated `text` task: add tasks.text")
-    for source in sources:
-        try:
-            resolve_params(source, {"seed": data["seed"], **section["generate"].get(source, {})})
-        except UserError as err:
-            problems.append(f"cta_official.generate.{source}: {err}")
     return problems
 
 

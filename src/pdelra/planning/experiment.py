@@ -8,27 +8,33 @@ Jobs come in two kinds:
 - training jobs (`training_jobs`): one per run of a training rule, each with the resources it asks for (GPUs,
   minutes for the first attempt: a retry asks for attempt × runtime). `TRAINING_RULES` lists the rules and the
   function expanding each: `train` (the LRA runs of every grid in `run_grids`), `train_pack` (one job per
-  pack of runs of the tasks with `resources.pack` > 1), `lm_train` (PhysQK-AD's LM), `cta_official_train`
-  (Continuous-Time Attention's own classification runs, pdelra.cta_official.grid) and `cta_lm_train` (its
-  WikiText-103 LM runs). A new training rule adds one
-  entry there and its rule;
-- the other jobs (`other_jobs`): data preparation, diagnostics, tables, report and DVC, counted per rule.
+  pack of runs of the tasks with `resources.pack` > 1), and the training rules of every part the config
+  runs (pdelra.parts: PhysQK-AD's LM, Continuous-Time Attention's own experiments, a user's part), whose
+  jobs each part's own module expands;
+- the other jobs (`other_jobs`): data preparation, diagnostics, tables, report and DVC, counted per rule, and
+  each part's own.
+
+No system is imported here by name: a new one is a part (docs/add-a-related-system.md).
 
 This module imports nothing heavy (Snakemake imports it while it parses the workflow).
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
 from itertools import product
 from typing import Any
 
+from pdelra import parts
 from pdelra import runs as run_layout
-from pdelra.cta_official import grid as cta_official_grid
-from pdelra.lm import grid as lm_grid
+
+# TrainingJob and DEFAULT_MAX_RUNTIME live on the ground floor, where each part's module builds its jobs;
+# re-exported here for the planner and the workflow.
+from pdelra.parts import DEFAULT_MAX_RUNTIME as DEFAULT_MAX_RUNTIME
+from pdelra.parts import TrainingJob as TrainingJob
+from pdelra.parts import TrainingRule
+from pdelra.parts import job_asks as _asks
 from pdelra.planning import estimate
 from pdelra.tasks import tasks_of_source
 
@@ -41,9 +47,6 @@ DIAGNOSE_RUNS_PER_JOB = 10
 
 # ---------------------------------------------------------------------------------------------------------
 # The LRA runs of the selected grids
-
-
-DEFAULT_MAX_RUNTIME = 1440  # minutes: 24 h, under the MaxTime of most GPU partitions (often 24-72 h)
 
 
 def pack_minutes(minutes: float, k: int, gain: float) -> int:
@@ -175,39 +178,6 @@ def diagnose_parts(runs: list[Run], size: int = DIAGNOSE_RUNS_PER_JOB) -> dict[t
 # Training jobs
 
 
-@dataclass(frozen=True)
-class TrainingJob:
-    """One job of a training rule: its run, resolved run config and the resources it asks for. A packed job
-    (`train_pack`) trains several runs of one grid cell at once; `run` and `config` are its first run's."""
-
-    rule: str
-    run: Run
-    config: Mapping[str, Any]  # the run config its rule passes (model, train, …)
-    gpus: int
-    runtime_min: (
-        int  # first attempt's limit (a pack: K runs' time / pack_gain); attempt n asks n × it, capped
-    )
-    runs: int = 1  # runs trained by the job, side by side
-    mem_mb: int | None = None  # host memory and cores it asks for (a pack: K × one run's)
-    cpus: int | None = None
-    max_runtime: int = DEFAULT_MAX_RUNTIME  # cluster.max_runtime: no attempt asks for more
-
-    @property
-    def task(self) -> str:
-        return self.run[0]
-
-
-def _asks(config: Mapping[str, Any], resources: Mapping[str, Any], runs: int = 1) -> dict[str, Any]:
-    """A job's host-memory and core request from its resources section (K × one run's for a pack) and the
-    cap on any attempt's time (`cluster.max_runtime`)."""
-    mem, cpus = resources.get("mem_mb"), resources.get("cpus_per_task")
-    return {
-        "mem_mb": None if mem is None else mem * runs,
-        "cpus": None if cpus is None else cpus * runs,
-        "max_runtime": config.get("cluster", {}).get("max_runtime", DEFAULT_MAX_RUNTIME),
-    }
-
-
 # ---------------------------------------------------------------------------------------------------------
 # Packs: `tasks.{task}.resources.pack` = K trains K runs of a grid cell (same task, variant, scale, setting;
 # consecutive seeds) in one job, each its own `pdelra train` process, checkpoint and metrics.json, sharing
@@ -280,86 +250,23 @@ def pack_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
     return jobs
 
 
-def lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
-    """The `lm_train` rule's jobs (workflow/rules/lm.smk); none without an `lm` section."""
-    lm = config.get("lm")
-    if not lm:
-        return []
-    resources = lm["resources"]
-    return [
-        TrainingJob(
-            "lm_train",
-            run,
-            json.loads(lm_grid.run_config(lm, *run)),
-            resources["gpu"],
-            resources["runtime"],
-            **_asks(config, resources),
-        )
-        for run in lm_grid.runs(lm)
-    ]
-
-
-def cta_official_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
-    """The `cta_official_train` rule's jobs (workflow/rules/cta_official.smk); none without the section."""
-    section = config.get("cta_official")
-    jobs = []
-    for run in cta_official_grid.runs(section):
-        resources = cta_official_grid.merged(section, "resources", run[0])
-        resolved = cta_official_grid.run_config(section, run[0], run[1], run[4])
-        jobs.append(
-            TrainingJob(
-                "cta_official_train",
-                run,
-                resolved,
-                resources["gpu"],
-                resources["runtime"],
-                **_asks(config, resources),
-            )
-        )
-    return jobs
-
-
-def cta_lm_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
-    """The `cta_lm_train` rule's jobs: Continuous-Time Attention's WikiText-103 LM runs
-    (pdelra.cta_official.grid.lm_runs); none without `cta_official.wikitext103`."""
-    section = config.get("cta_official")
-    lm = cta_official_grid.lm_section(section)
-    if not lm:
-        return []
-    resources = lm["resources"]
-    return [
-        TrainingJob(
-            "cta_lm_train",
-            run,
-            cta_official_grid.lm_run_config(section, run[1], run[3], run[4]),
-            resources["gpu"],
-            resources["runtime"],
-            **_asks(config, resources),
-        )
-        for run in cta_official_grid.lm_runs(section)
-    ]
-
-
-@dataclass(frozen=True)
-class TrainingRule:
-    expand: Callable[[Mapping[str, Any]], list[TrainingJob]]  # the rule's jobs from the config
-    runs_dir: str  # where its run folders live under results/{experiment} (pdelra.runs layout)
-
-
-# Every training rule: its jobs and where its runs are (as its .smk file has them). A job's data is the folder
-# {processed_dir}/{task} (for the LM, task = lm_{corpus}).
+# The LRA grid's training rules, whose model the plan can time (calibration, FLOPs); every other one is a
+# part's, counted at its requested runtime and of priority class `related`.
+LRA_RULES = ("train", "train_pack")
+# Every training rule, the LRA's and the built-in parts': its jobs and where its runs are (as its .smk has
+# them). A job's data is the folder {processed_dir}/{task} (for the LM, task = lm_{corpus}). A config's own
+# part's finished runs are not read by the plan: its jobs count at their requested runtime.
 TRAINING_RULES: dict[str, TrainingRule] = {
-    "train": TrainingRule(lra_training_jobs, "runs"),
-    "train_pack": TrainingRule(pack_training_jobs, "runs"),
-    "lm_train": TrainingRule(lm_training_jobs, "lm/runs"),
-    "cta_official_train": TrainingRule(cta_official_training_jobs, cta_official_grid.RUNS_DIR),
-    "cta_lm_train": TrainingRule(cta_lm_training_jobs, cta_official_grid.RUNS_DIR),
+    "train": TrainingRule("train", "pdelra.planning.experiment:lra_training_jobs", "runs"),
+    "train_pack": TrainingRule("train_pack", "pdelra.planning.experiment:pack_training_jobs", "runs"),
+    **parts.BUILTIN_RULES,
 }
 
 
 def training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
-    """The jobs of every training rule, rule by rule."""
-    return [job for rule in TRAINING_RULES.values() for job in rule.expand(config)]
+    """The jobs of every training rule, rule by rule: the LRA runs', then each part's."""
+    jobs = lra_training_jobs(config) + pack_training_jobs(config)
+    return jobs + [job for part in parts.registered(config) for job in part.jobs(config)]
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -367,12 +274,14 @@ def training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
 
 
 def data_tasks(config: Mapping[str, Any]) -> set[str]:
-    """Tasks whose raw data the DAG needs: the LRA runs' tasks, the LM's corpus (it reads raw text) and
-    the LRA raw folders the official CTA grid reads (IMDb's `text`)."""
-    tasks = {task for task, *_ in lra_runs(config)}
-    if config.get("lm"):
-        tasks.add(config["lm"]["corpus"])
-    return tasks | cta_official_grid.lra_raw_tasks(config.get("cta_official"))
+    """Tasks whose raw data the DAG needs: the LRA runs' tasks and those each part reads (the LM's corpus,
+    the IMDb raw folder of the official CTA grid)."""
+    return {task for task, *_ in lra_runs(config)} | part_data_tasks(config)
+
+
+def part_data_tasks(config: Mapping[str, Any]) -> set[str]:
+    """The LRA tasks whose raw data the parts the config runs read."""
+    return {task for part in parts.registered(config) for task in part.raw_data_tasks(config)}
 
 
 def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
@@ -388,9 +297,8 @@ def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
         jobs.update({f"extract_{source}": 1 for source in sources})
     jobs["preprocess"] = len({task for task, *_ in runs})
     jobs["packed_run"] = sum(len(seeds) for *_, seeds in run_packs(config))  # a packed run's files, copied
-    if config.get("lm"):
-        jobs.update(lm_prepare=1, lm_aggregate=1)
-    jobs.update(cta_official_grid.data_jobs(config.get("cta_official"), config["data"]["source"]))
+    for part in parts.registered(config):
+        jobs.update(part.other_job_counts(config))
     jobs.update(
         diagnose=len(diagnose_parts(diagnosed_runs(config, runs))),
         diagnostics_table=1,

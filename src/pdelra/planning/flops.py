@@ -44,7 +44,6 @@ GPU_PEAK_TFLOPS = {
     "V100": 125.0,  # NVIDIA V100 SXM2 datasheet: FP16 tensor 125 TFLOPS (no bf16)
 }
 DEFAULT_MARGIN = 2.0  # cluster.runtime_margin: a runtime derived from the estimate asks for this × it
-UNMODELLED_RULES = ("lm_train", "cta_official_train", "cta_lm_train")  # other models: their requested runtime
 
 
 class GPUError(UserError, ValueError):

@@ -306,7 +306,7 @@ def _task_gpus(config: Mapping[str, Any], task: str) -> int:
 
 def _cell(job: experiment.TrainingJob) -> CellKey:
     task, variant, scale, setting, _ = job.run
-    return (experiment.TRAINING_RULES[job.rule].runs_dir, task, variant, scale, setting)
+    return (job.runs_dir, task, variant, scale, setting)
 
 
 def _pack_members(config: Mapping[str, Any]) -> dict[tuple[str, str, str, str, int], tuple[int, ...]]:

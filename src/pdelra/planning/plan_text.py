@@ -7,7 +7,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pdelra.planning import experiment, priorities
-from pdelra.planning.flops import UNMODELLED_RULES
 from pdelra.results import seeds
 
 if TYPE_CHECKING:
@@ -152,7 +151,7 @@ def flops_lines(plan: Mapping[str, Any]) -> str:
     est, total = plan["flops"], plan["total"]
     derived = sum(t.get("requested_hours_from_estimate", t["requested_hours"]) for t in plan["tasks"])
     lengths = ", ".join(f"{task} {length}" for task, length in est["lengths"].items())
-    unmodelled = sorted({t["rule"] for t in plan["tasks"] if t["rule"] in UNMODELLED_RULES})
+    unmodelled = sorted({t["rule"] for t in plan["tasks"] if t["rule"] not in experiment.LRA_RULES})
     return "\n".join(
         [
             f"FLOPs estimate on {est['gpu']}: {est['peak_tflops']:g} TFLOP/s bf16 dense peak x utilisation "

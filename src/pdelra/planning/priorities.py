@@ -9,7 +9,8 @@ queue limit or a GPU-minute budget the paper's own runs were the ones left pendi
   config's own variants, on the pipeline's own encoder;
 - `diagnose`: the diagnostics of those runs (CPU jobs; a run is diagnosed once it is trained);
 - `related`: the related systems (Continuous-Time Attention, PhysQK): their variants on the LRA, runs on
-  the CTA authors' encoder, and the `lm_train`, `cta_official_train` and `cta_lm_train` jobs.
+  the CTA authors' encoder, and every part's training jobs (pdelra.parts: `lm_train`, `cta_official_train`,
+  `cta_lm_train`, a user's part's).
 Every other rule keeps Snakemake's default 0: data preparation and tables are prerequisites or local.
 
 This module imports nothing heavy (Snakemake imports it while it parses the workflow).
@@ -24,7 +25,6 @@ from pdelra import paper
 from pdelra.planning import experiment
 
 CLASSES = ("paper", "diagnose", "related")  # also the default order (workflow/schemas/config.schema.yaml)
-RELATED_RULES = ("lm_train", "cta_official_train", "cta_lm_train")
 PAPER_VARIANTS = frozenset(("none", *paper.POSITIONS))
 
 Cell = tuple[str, str, str, str]  # (task, variant, scale, setting): one grid cell, whatever its seeds
@@ -66,7 +66,7 @@ def cell_classes(config: Mapping[str, Any]) -> dict[Cell, str]:
 
 def job_class(job: experiment.TrainingJob) -> str:
     """The class of one training job of the plan."""
-    if job.rule in RELATED_RULES:
+    if job.rule not in experiment.LRA_RULES:  # a part's (pdelra.parts)
         return "related"
     return run_class(job.run[1], _backbone(job.config))
 

@@ -16,13 +16,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pdelra import parts as parts_registry
 from pdelra.atomic import csv_text, write_csv_atomic
 from pdelra.errors import UserError
+from pdelra.parts import Part
 from pdelra.results import claims as claims_mod
 from pdelra.results import diagnostics, related, tables
-from pdelra.results.catalogue import all_claims, cta, new_tasks, own, physqk
+from pdelra.results.catalogue import all_claims, new_tasks, own
 from pdelra.results.diagnostics import TABLES as DIAGNOSTICS_TABLES
-from pdelra.results.inputs import OPTIONAL_INPUTS
 from pdelra.results.related import TABLES as RELATED_TABLES
 from pdelra.results.tables import COMPARISON_TABLES
 
@@ -53,31 +54,38 @@ def read_table(path: Path) -> pd.DataFrame:
         return pd.DataFrame()
 
 
-def claims_table(inputs: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
-    """claims.csv: every claim of the paper and the related systems, plus the diagnostics' mechanism
-    claims, adjusted within each family (`pdelra.results.claims`)."""
+def claims_table(
+    inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] = parts_registry.BUILTIN
+) -> pd.DataFrame:
+    """claims.csv: every claim of the paper and the related systems, plus each part's own claims (its
+    `claims`, pdelra.parts: PhysQK-AD's LM, the diagnostics' mechanism claims, CTA's own experiments, a
+    user's part), adjusted within each family (`pdelra.results.claims`)."""
     import pandas as pd
 
     runs = inputs.get("runs", pd.DataFrame())
-    diag = inputs.get("diagnostics", pd.DataFrame())
-    mechanism = diagnostics.mechanism_claims(diag, runs)
-    lm = physqk.lm_claims(inputs.get("lm_runs"), inputs.get("lm_dynamics"))
-    official = cta.cta_official_claims(inputs.get("cta_official_runs"))  # CTA's own experiments
+    extra = [
+        row
+        for part in parts
+        if part.claims
+        for row in parts_registry.call(part.claims, f"part {part.name}'s claims")(inputs)
+    ]
     return claims_mod.evaluate(
         runs,
         claims=[*all_claims(), *own.own_variant_claims(runs), *new_tasks.new_task_claims(runs)],
-        extra_rows=[*lm, *mechanism.to_dict("records"), *official],
+        extra_rows=extra,
     )
 
 
-def derived_tables(inputs: Mapping[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+def derived_tables(
+    inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] = parts_registry.BUILTIN
+) -> dict[str, pd.DataFrame]:
     """Every table computed from the inputs: the paper comparisons, the related systems', the diagnostics'
-    summaries and the claims, by name (each is written as NAME.csv)."""
+    summaries and the claims (of the LRA runs and of `parts`), by name (each is written as NAME.csv)."""
     import pandas as pd
 
     empty = pd.DataFrame()
     runs = inputs.get("runs", empty)
-    out: dict[str, pd.DataFrame] = {"claims": claims_table(inputs)}
+    out: dict[str, pd.DataFrame] = {"claims": claims_table(inputs, parts)}
     out |= tables.summarise({**inputs, "claims": out["claims"]})  # Table 11 shows the claims' gains
     out |= related.summarise(
         inputs.get("lm_runs", empty), inputs.get("lm_dynamics", empty), runs, inputs.get("cost", empty)
@@ -93,12 +101,13 @@ def read_inputs(tables_dir: Path, names: tuple[str, ...]) -> dict[str, pd.DataFr
     return {name: read_table(Path(tables_dir) / f"{name}.csv") for name in names}
 
 
-def claims_from_tables(tables_dir: Path) -> pd.DataFrame:
-    """`pdelra claims`: the claims table recomputed from a tables folder's CSVs (seconds, no notebook)."""
+def claims_from_tables(tables_dir: Path, parts: tuple[Part, ...] = parts_registry.BUILTIN) -> pd.DataFrame:
+    """`pdelra claims`: the claims table recomputed from a tables folder's CSVs (seconds, no notebook), with
+    the claims of `parts` (the built-in ones and those `--part` names)."""
     runs_csv = Path(tables_dir) / "runs.csv"
     if not runs_csv.is_file():
         raise FileNotFoundError(f"{runs_csv}: no runs table; run `pdelra aggregate --out {tables_dir}` first")
-    return claims_table(read_inputs(tables_dir, ("runs", *OPTIONAL_INPUTS)))
+    return claims_table(read_inputs(tables_dir, ("runs", *parts_registry.reads(parts))), parts)
 
 
 class ClaimsError(UserError, ValueError):
@@ -108,7 +117,7 @@ class ClaimsError(UserError, ValueError):
 def claims_command(args: argparse.Namespace) -> int:
     """`pdelra claims --tables DIR [--out FILE]` (declared in pdelra.results.cli)."""
     try:
-        table = claims_from_tables(args.tables)
+        table = claims_from_tables(args.tables, parts_registry.registered({"parts": args.part}))
     except FileNotFoundError as exc:
         raise ClaimsError(str(exc)) from exc
     counts = ", ".join(f"{n} {v}" for v, n in table["verdict"].value_counts().items())

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from pdelra.parts import add_part_option
 from pdelra.results.verdict_rule import VERDICT_RULE
 
 
@@ -27,4 +28,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--tables", type=Path, required=True, help="the tables folder (results/EXPERIMENT/tables)"
     )
     parser.add_argument("--out", type=Path, help="write the claims CSV here (default: standard output)")
+    add_part_option(parser)
     parser.set_defaults(handler="pdelra.results.build:claims_command")

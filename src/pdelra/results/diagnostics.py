@@ -52,7 +52,8 @@ acts on that p, so a contradiction survives the adjustment exactly as a reproduc
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from pdelra.paper import POSITIONS
 from pdelra.results import stats
@@ -359,6 +360,14 @@ def _answer(verdict: str, tasks: int, positions: int, p_adjusted: float) -> str:
     if verdict == "contradicted":
         return f"no: within-task association in the opposite direction (Holm p = {p_adjusted:.3f})"
     return f"no evidence from {positions} positions in {tasks} task(s) (Holm p = {p_adjusted:.2f})"
+
+
+def part_claims(inputs: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """The claims of the part `diagnostics` (pdelra.parts): the mechanism test's rows, from aggregate's
+    inputs by table name."""
+    import pandas as pd
+
+    return mechanism_claims(inputs.get("diagnostics", pd.DataFrame()), inputs.get("runs")).to_dict("records")
 
 
 def mechanism_claims(

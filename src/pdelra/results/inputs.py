@@ -1,5 +1,5 @@
 """The names of the tables an experiment's tables folder holds beside the run tables, written by the steps of
-its other parts (pdelra.steps.parts): what `pdelra aggregate` takes as options and `pdelra claims` reads when
+its other parts (pdelra.parts): what `pdelra aggregate` takes as options and `pdelra claims` reads when
 present, and what the report may read. Constants only, so that the workflow, the command line and the report
 name them without importing the results layer or the parts' steps."""
 

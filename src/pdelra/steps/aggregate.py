@@ -29,9 +29,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pdelra import paper
+from pdelra import paper, parts
 from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
+from pdelra.parts import Part
 from pdelra.results.build import AGGREGATE_TABLES, DERIVED_TABLES, derived_tables, read_inputs, read_table
 from pdelra.results.inputs import OPTIONAL_INPUTS
 from pdelra.results.spectral import SCALES
@@ -274,10 +275,15 @@ def find_metrics(runs_dir: Path) -> list[Path]:
 
 
 def aggregate(
-    metrics_files: Iterable[Path], out: Path, extra_inputs: Mapping[str, Path] | None = None
+    metrics_files: Iterable[Path],
+    out: Path,
+    extra_inputs: Mapping[str, Path] | None = None,
+    own_parts: tuple[Part, ...] = (),
 ) -> dict[str, pd.DataFrame]:
     """Build every table from the given metrics files (and the optional `extra_inputs` by name:
-    `lm_runs`, `lm_dynamics`, `diagnostics` CSVs) and write them into `out`; returns them by name."""
+    `lm_runs`, `lm_dynamics`, `diagnostics` CSVs) and write them into `out`; returns them by name.
+    `own_parts` (a config's own, pdelra.parts) add their claims, from the tables of theirs they read, which
+    `pdelra part aggregate` wrote into `out` (absent: empty)."""
     import pandas as pd
 
     files = sorted({Path(p) for p in metrics_files})
@@ -307,7 +313,8 @@ def aggregate(
     # for byte.
     inputs = read_inputs(Path(out), tuple(tables))
     inputs |= {name: read_table(Path(path)) for name, path in (extra_inputs or {}).items()}
-    derived = derived_tables(inputs)
+    inputs |= read_inputs(Path(out), parts.reads(own_parts))
+    derived = derived_tables(inputs, (*parts.BUILTIN, *own_parts))
     tables |= {name: derived[name] for name in DERIVED_TABLES}
     if set(tables) != set(AGGREGATE_TABLES):
         raise AssertionError(
@@ -342,5 +349,5 @@ def command(args: argparse.Namespace) -> int:
         log.error("give metrics.json files and/or --runs DIR")
         return 2
     extra = {name: path for name in OPTIONAL_INPUTS if (path := getattr(args, name)) is not None}
-    aggregate(files, args.out, extra)
+    aggregate(files, args.out, extra, parts.plugins({"parts": args.part}))
     return 0

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pdelra.parts import add_part_option
 from pdelra.results.inputs import OPTIONAL_INPUTS
 
 # `pdelra diagnose run`: the first N examples for the insertion effect on the logits (see
@@ -100,9 +101,33 @@ alone. `commutator_branch` = ‖D(A(x)) − A(D(x))‖ / ‖A(x)‖ removes that
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     register_aggregate(subparsers)
+    register_part(subparsers)
     register_diagnose(subparsers)
     register_report(subparsers)
     register_version(subparsers)
+
+
+def register_part(subparsers: Any) -> None:
+    """`pdelra part run|aggregate NAME`: a part's generic steps (pdelra.steps.part_jobs)."""
+    parser = subparsers.add_parser(
+        "part", help="run a part's job or write its tables (workflow/rules/parts.smk)"
+    )
+    sub = parser.add_subparsers(dest="part_command", metavar="STEP", required=True)
+    run = sub.add_parser("run", help="one job of a part: its run config → its run folder's file")
+    run.add_argument("name", help="the part's name (pdelra.parts)")
+    run.add_argument("--run-config", required=True, help="the job's run config (JSON)")
+    run.add_argument("--out", type=Path, required=True, help="the run folder")
+    run.add_argument(
+        "--device", default="cpu", help="cpu or cuda (the workflow: cuda when the job has a GPU)"
+    )
+    run.set_defaults(handler="pdelra.steps.part_jobs:run_command")
+    table = sub.add_parser("aggregate", help="a part's tables from its runs' files")
+    table.add_argument("name", help="the part's name (pdelra.parts)")
+    table.add_argument("run_files", nargs="*", type=Path, help="its runs' files (metrics.json, ...)")
+    table.add_argument("--out", type=Path, required=True, help="the tables folder")
+    table.set_defaults(handler="pdelra.steps.part_jobs:aggregate_command")
+    for step in (run, table):
+        add_part_option(step)
 
 
 def register_aggregate(subparsers: Any) -> None:
@@ -136,6 +161,7 @@ def register_aggregate(subparsers: Any) -> None:
             metavar="CSV",
             help=f"{name}.csv for the derived tables and claims (absent or empty: that part is not run)",
         )
+    add_part_option(parser)  # a config's own part: its tables in --out (`pdelra part aggregate`), its claims
     parser.set_defaults(handler="pdelra.steps.aggregate:command")
 
 
@@ -220,6 +246,7 @@ def register_report(subparsers: Any) -> None:
     parser.add_argument(
         "--timeout", type=int, default=600, help="seconds a single notebook cell may run (default: 600)"
     )
+    add_part_option(parser)  # the config's own parts: their sections and tables too
     parser.set_defaults(handler="pdelra.steps.report:command")
 
 

@@ -257,7 +257,7 @@ def collect(paths: list[Path]) -> pd.DataFrame:
 
 def write_table(paths: list[Path], out: Path) -> pd.DataFrame:
     """`pdelra diagnose table`: the per-run tables `collect`ed into the CSV `out` (atomically); the partial
-    report builds its diagnostics with it too (pdelra.steps.parts)."""
+    report builds its diagnostics with it too (pdelra.parts)."""
     frame = collect(paths)
     write_text_atomic(out, frame.to_csv(index=False))
     log.info("%d rows from %d run(s) written to %s", len(frame), len(paths), out)
@@ -265,7 +265,7 @@ def write_table(paths: list[Path], out: Path) -> pd.DataFrame:
 
 
 def write_tables(paths: list[Path], tables: Path) -> None:
-    """`write_table` into the tables folder, as the rule `diagnostics_table` does (pdelra.steps.parts)."""
+    """`write_table` into the tables folder, as the rule `diagnostics_table` does (pdelra.parts)."""
     write_table(paths, tables / "diagnostics.csv")
 
 

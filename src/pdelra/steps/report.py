@@ -16,15 +16,19 @@ to `results/X/report-partial/` by default, so the workflow's own tables and repo
 from __future__ import annotations
 
 import argparse
+import contextlib
 import html
 import logging
+import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from pdelra import paper
+from pdelra import parts as registry
 from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
 from pdelra.reporting.banner import banner_html
@@ -48,7 +52,6 @@ from pdelra.results.verdict_rule import VERDICT_RULE
 from pdelra.runs import find_run_files
 from pdelra.steps.aggregate import aggregate
 from pdelra.steps.cli import DEFAULT_KERNEL, DEFAULT_NOTEBOOK
-from pdelra.steps.parts import PARTS
 
 # pandas, papermill and nbconvert are imported where they are used: seconds to import, and only the steps
 # that build a report need them.
@@ -86,6 +89,25 @@ def execute_notebook(
                 f"`python -m ipykernel install --sys-prefix --name {kernel}` (make venv does)"
             ) from exc
         raise
+
+
+@contextlib.contextmanager
+def kernel_finds_working_dir(parts: tuple[str, ...]) -> Iterator[None]:
+    """With a config's own parts, the notebook's kernel (which runs in the report folder) also imports from
+    this working directory, where the workflow finds their modules (pdelra.importing): on its PYTHONPATH,
+    which it inherits, for the duration."""
+    if not parts:
+        yield
+        return
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, (before, str(Path.cwd()))))
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = before
 
 
 def render_html(executed: Path, html_path: Path) -> None:
@@ -194,7 +216,22 @@ def _paper_tables_links(report_dir: Path) -> str:
     return " · ".join(links) or "—"
 
 
-def write_index(report_dir: Path, experiment: str, tables_dir: Path, partial: bool = False) -> None:
+def _parts_html(tables_dir: Path, own: tuple[str, ...]) -> str:
+    """The experiment's parts with a report section (pdelra.parts), each with its tables or "not run"."""
+    items = []
+    for part in registry.registered({"parts": list(own)}):
+        if part.report is None:
+            continue
+        found = [t for t in part.tables if (tables_dir / f"{t}.csv").is_file()]
+        what = ", ".join(f"<code>{html.escape(t)}.csv</code>" for t in found) or "<em>not run</em>"
+        title = html.escape(part.heading.lstrip("# ") or part.name)
+        items.append(f"<li><strong>{title}</strong> (<code>{html.escape(part.name)}</code>): {what}</li>")
+    return "<h2>Parts</h2><ul>" + "\n".join(items) + "</ul>" if items else ""
+
+
+def write_index(
+    report_dir: Path, experiment: str, tables_dir: Path, partial: bool = False, parts: tuple[str, ...] = ()
+) -> None:
     """A landing page: the verdicts first, then the report, its figures and tables with their captions."""
     import pandas as pd
 
@@ -234,6 +271,7 @@ beside ours, provenance, deviations) · <a href="report.ipynb">executed notebook
 {_paper_tables_links(report_dir)}</p>
 {note}
 {_claims_html(report_dir / "tables" / "claims.csv")}
+{_parts_html(tables_dir, parts)}
 {_artifacts_html(report_dir)}
 </body></html>
 """
@@ -261,8 +299,10 @@ def build_report(
     experiment: str | None = None,
     timeout: int | None = 600,
     partial: bool = False,
+    parts: tuple[str, ...] = (),
 ) -> Path:
-    """Build the whole report folder `out` from the aggregate tables; returns the path of index.html."""
+    """Build the whole report folder `out` from the aggregate tables; returns the path of index.html.
+    `parts`: the config's own parts ("module:attr"), whose sections it shows too."""
     tables, out, notebook = Path(tables).resolve(), Path(out), Path(notebook).resolve()
     if not notebook.is_file():
         raise ReportError(f"report notebook {notebook} does not exist")
@@ -287,9 +327,11 @@ def build_report(
             "out_dir": str(staging.resolve()),
             "experiment": experiment,
             "partial": partial,
+            "parts": list(parts),
         }
         try:
-            execute_notebook(notebook, executed, params, kernel, timeout)
+            with kernel_finds_working_dir(parts):
+                execute_notebook(notebook, executed, params, kernel, timeout)
         except ReportError as exc:  # the staging folder is discarded: keep the notebook for the post-mortem
             if not executed.is_file():
                 raise
@@ -301,7 +343,7 @@ def build_report(
         log.info("rendering HTML")
         render_html(executed, staging / "report.html")
         _paper_tables(staging)
-        write_index(staging, experiment, tables, partial)
+        write_index(staging, experiment, tables, partial, parts)
     log.info("report written to %s", out / "index.html")
     return out / "index.html"
 
@@ -313,24 +355,26 @@ def build_partial_report(
     kernel: str = DEFAULT_KERNEL,
     experiment: str | None = None,
     timeout: int | None = 600,
+    parts: tuple[str, ...] = (),
 ) -> Path:
     """The report of whatever runs under `runs` have finished (metrics.json written), into `out`
-    (default: `runs/../report-partial`), leaving the workflow's own tables and report alone."""
+    (default: `runs/../report-partial`), leaving the workflow's own tables and report alone; `parts`: the
+    config's own parts."""
     runs = Path(runs).resolve()
     out = Path(out) if out is not None else runs.parent / "report-partial"
     experiment = experiment or runs.parent.name
     with tempfile.TemporaryDirectory(prefix=".partial-tables.", dir=out.resolve().parent) as tmp:
-        write_partial_tables(runs, Path(tmp))
-        return build_report(Path(tmp), out, notebook, kernel, experiment, timeout, partial=True)
+        write_partial_tables(runs, Path(tmp), parts)
+        return build_report(Path(tmp), out, notebook, kernel, experiment, timeout, partial=True, parts=parts)
 
 
-def write_partial_tables(runs: Path, tables: Path) -> None:
+def write_partial_tables(runs: Path, tables: Path, parts: tuple[str, ...] = ()) -> None:
     """Into `tables`, what the workflow's aggregate step would write from the runs finished so far: the
-    tables of every part (pdelra.steps.parts: the diagnostics, the LM, Continuous-Time Attention's own
-    experiments) from its runs under `runs/..` built with the function its rule runs, then `aggregate` over
-    the metrics.json under `runs` and those parts, as the aggregate rule passes them; a part without a
-    finished run is left out ("not run"). The workflow's data description (tables/data.csv), when written,
-    is copied for the report's banner."""
+    tables of every part (pdelra.parts: the diagnostics, the LM, Continuous-Time Attention's own
+    experiments, the config's own `parts`) from its runs under `runs/..` built with the function its rule
+    runs, then `aggregate` over the metrics.json under `runs` and those parts, as the aggregate rule passes
+    them; a part without a finished run is left out ("not run"). The workflow's data description
+    (tables/data.csv), when written, is copied for the report's banner."""
     found = find_run_files(runs, "metrics.json")
     if not found:
         raise ReportError(
@@ -338,9 +382,12 @@ def write_partial_tables(runs: Path, tables: Path) -> None:
         )
     experiment_dir = Path(runs).parent
     extra: dict[str, Path] = {}
-    for part in PARTS:
+    own = registry.plugins({"parts": list(parts)})
+    for part in registry.BUILTIN:
         extra |= part.build_finished(experiment_dir, tables)
-    aggregate(found, tables, extra)
+    for part in own:  # aggregate reads their tables from its own folder, `tables`
+        part.build_finished(experiment_dir, tables)
+    aggregate(found, tables, extra, own)
     data = experiment_dir / "tables" / "data.csv"
     if data.is_file():
         shutil.copyfile(data, tables / "data.csv")
@@ -351,9 +398,19 @@ def command(args: argparse.Namespace) -> int:
     if args.partial:
         if args.runs is None:
             raise ReportError("--partial needs --runs results/EXPERIMENT/runs (the runs finished so far)")
-        build_partial_report(args.runs, args.out, args.notebook, args.kernel, args.experiment, args.timeout)
+        build_partial_report(
+            args.runs, args.out, args.notebook, args.kernel, args.experiment, args.timeout, tuple(args.part)
+        )
         return 0
     if args.tables is None or args.out is None:
         raise ReportError("give --tables and --out (or --partial --runs DIR)")
-    build_report(args.tables, args.out, args.notebook, args.kernel, args.experiment, args.timeout)
+    build_report(
+        args.tables,
+        args.out,
+        args.notebook,
+        args.kernel,
+        args.experiment,
+        args.timeout,
+        parts=tuple(args.part),
+    )
     return 0

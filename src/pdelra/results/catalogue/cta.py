@@ -5,6 +5,7 @@ tables/cta_official_runs.csv)."""
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
@@ -134,6 +135,11 @@ def cta_official_claim_list() -> tuple[C.Claim, ...]:
             )
         )
     return tuple(claims)
+
+
+def part_claims(inputs: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """The claims of the part `cta_official` (pdelra.parts) from aggregate's inputs by table name."""
+    return cta_official_claims(inputs.get("cta_official_runs"))
 
 
 def cta_official_claims(runs: pd.DataFrame | None) -> list[dict[str, Any]]:

@@ -44,6 +44,11 @@ def _threshold_row(
     )
 
 
+def part_claims(inputs: Mapping[str, pd.DataFrame]) -> list[dict[str, Any]]:
+    """The claims of the part `lm` (pdelra.parts) from aggregate's inputs by table name."""
+    return lm_claims(inputs.get("lm_runs"), inputs.get("lm_dynamics"))
+
+
 def lm_claims(lm_runs: pd.DataFrame | None, dynamics: pd.DataFrame | None) -> list[dict[str, Any]]:
     """PhysQK-AD's claims for every (corpus, scale) with LM runs (ids get the corpus and scale when there
     are several)."""

@@ -1,0 +1,158 @@
+"""A new related system in three files, as docs/add-a-related-system.md tells a user to add one: its parts
+record, its module (jobs, a toy measurement, its table, a claim, a report section) and a config section.
+The planner counts its jobs, the workflow runs them and its tables rule through the generic rules
+(workflow/rules/parts.smk), aggregate judges its claim, and both report pages show it, with no file of the
+project changed: the test writes only those three files into a copy of the finished tiny workspace."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+from conftest import REPO, copy_workspace, parse_job_counts, run_snakemake, tool_env
+
+pytestmark = pytest.mark.slow
+
+# 1. The parts record: what the system is made of, each piece by "module:function".
+RECORD = """
+from pdelra.parts import GENERIC, Part, TrainingRule
+
+PART = Part(
+    name="toy",
+    section="toy",
+    tables=("toy_runs",),
+    reads=("toy_runs",),
+    runs="toy/runs",
+    run_file="metrics.json",
+    build="toy_system:build",
+    check="toy_system:check",
+    training=(TrainingRule("toy_train", "toy_system:jobs", "toy/runs"),),
+    claims="toy_system:claims",
+    report="toy_system:section",
+    heading="## A toy system",
+    workflow=GENERIC,
+    run="toy_system:run",
+)
+"""
+
+# 2. Its module: two variants, a few seeds; a "training" that measures a number from its run config.
+MODULE = """
+import json
+import pandas as pd
+from pdelra.parts import TrainingJob, job_asks
+
+
+def jobs(config):
+    section = config["toy"]
+    return [
+        TrainingJob("toy_train", ("toy", variant, "h1", "base", seed), {"variant": variant, "seed": seed,
+                    "gain": section["gain"] if variant == "boosted" else 0.0,
+                    "train": {"batch_size": 1}}, 0, section["runtime"],
+                    **job_asks(config, {}), runs_dir="toy/runs")
+        for variant in ("plain", "boosted") for seed in section["seeds"]
+    ]
+
+
+def check(config):
+    return [] if config["toy"].get("seeds") else ["toy.seeds: give at least one seed"]
+
+
+def run(run_config, out, device):
+    score = 0.5 + run_config["gain"] + 0.01 * run_config["seed"]
+    (out / "metrics.json").write_text(json.dumps({**run_config, "score": score, "device": device}))
+
+
+def build(files, tables):
+    rows = [json.loads(open(f).read()) for f in files]
+    pd.DataFrame(rows).sort_values(["variant", "seed"]).to_csv(tables / "toy_runs.csv", index=False)
+
+
+def claims(inputs):
+    runs = inputs.get("toy_runs")
+    row = {"claim_id": "toy_boost", "claim": "boosting raises the score", "source": "toy", "family": "toy",
+           "kind": "difference", "unit": "score"}
+    if runs is None or runs.empty:
+        return [{**row, "verdict": "not run", "verdict_unadjusted": "not run", "n": 0}]
+    gain = runs[runs.variant == "boosted"].score.mean() - runs[runs.variant == "plain"].score.mean()
+    return [{**row, "effect": gain, "n": len(runs) // 2, "p_value": 0.001, "verdict": "reproduced",
+             "verdict_unadjusted": "reproduced"}]
+
+
+def section(report):
+    from pdelra.reporting.display import say
+    runs = report.table("toy_runs")
+    say(f"Toy system: {len(runs)} runs, mean score {runs.score.mean():.3f}." if len(runs) else "_Not run._")
+"""
+
+
+def _pdelra(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """`pdelra ARGS` in the workspace (where the part's modules are), which must succeed."""
+    proc = subprocess.run(
+        ["pdelra", *args], cwd=ws, env=tool_env(), capture_output=True, text=True, timeout=300
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc
+
+
+def _digest(folder: Path) -> str:
+    files = sorted(p for p in folder.rglob("*.py") if "__pycache__" not in p.parts)
+    return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()
+
+
+def test_a_new_system_in_three_files_is_planned_run_aggregated_and_reported(
+    finished_tiny: Path, tmp_path: Path
+) -> None:
+    planning = _digest(REPO / "src" / "pdelra" / "planning")  # the planner: no edit for a new system
+    ws = copy_workspace(finished_tiny, tmp_path / "ws")
+    before = {p.relative_to(ws) for p in ws.rglob("*") if p.is_file()}
+    (ws / "toy_part.py").write_text(RECORD)
+    (ws / "toy_system.py").write_text(MODULE)
+    config_file = ws / "config" / "config.yaml"
+    config = yaml.safe_load(config_file.read_text())
+    config["parts"] = ["toy_part:PART"]
+    config["toy"] = {"gain": 0.2, "seeds": [0, 1, 2], "runtime": 5}  # 3. its config section
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+
+    # Planned: `pdelra plan` counts its six jobs and its tables rule (it runs in the workspace, where the
+    # user's modules are).
+    _pdelra(ws, "plan", "config/config.yaml", "--no-calibration", "--json", "plan.json")
+    counted = json.loads((ws / "plan.json").read_text())
+    rows = [row for row in counted["tasks"] if row["rule"] == "toy_train"]
+    assert sum(row["jobs"] for row in rows) == 6, counted["tasks"]
+    assert counted["other_jobs"]["toy_aggregate"] == 1
+
+    # Run: only its jobs, its tables, and what reads them (aggregate, report, the version record).
+    dry = run_snakemake(ws, "-n", "--quiet", "rules", timeout=120, check=True)
+    jobs = parse_job_counts(dry.stdout + dry.stderr)
+    assert jobs.get("toy_train") == 6 and jobs.get("toy_aggregate") == 1, jobs
+    assert "train" not in jobs and "diagnose" not in jobs, jobs  # the finished LRA runs are untouched
+    run_snakemake(ws, "--cores", "2", timeout=300, check=True)
+
+    results = ws / "results" / config["experiment"]
+    toy_runs = pd.read_csv(results / "tables" / "toy_runs.csv")
+    assert len(toy_runs) == 6 and (results / "toy/runs/toy/boosted/h1/base/seed2/metrics.json").is_file()
+    claims = pd.read_csv(results / "tables" / "claims.csv").set_index("claim_id")
+    assert claims.loc["toy_boost", "verdict"] == "reproduced"
+    assert claims.loc["toy_boost", "effect"] == pytest.approx(0.2)
+    report = (results / "report" / "report.html").read_text()
+    assert "A toy system" in report and "Toy system: 6 runs, mean score 0.610." in report
+    index = (results / "report" / "index.html").read_text()
+    assert "A toy system" in index and "toy_runs.csv" in index
+
+    # By hand, the commands take the part as the workflow passes it: `pdelra claims` gives the same
+    # claims.csv, and the partial report (runs finished so far) builds and shows the part's tables too.
+    exp = f"results/{config['experiment']}"
+    claims_again = _pdelra(ws, "claims", "--tables", f"{exp}/tables", "--part", "toy_part:PART")
+    assert claims_again.stdout == (results / "tables" / "claims.csv").read_text()
+    _pdelra(ws, "report", "--partial", "--runs", f"{exp}/runs", "--part", "toy_part:PART")
+    assert "Toy system: 6 runs" in (results / "report-partial" / "report.html").read_text()
+
+    written = {p.relative_to(ws) for p in ws.rglob("*") if p.is_file()} - before
+    own = {Path("toy_part.py"), Path("toy_system.py"), Path("plan.json")}
+    assert not {p for p in written if p.suffix == ".py"} - own  # the user wrote two modules, nothing else
+    assert _digest(REPO / "src" / "pdelra" / "planning") == planning
