@@ -89,6 +89,7 @@ PATTERN_RULES = {
     "^(?!seed|base$)[A-Za-z0-9][A-Za-z0-9_.-]*$": f"{_WORD}, {_NOT_SEED} and not 'base' (the method's own)",
     "^[0-9a-f]{32}$": "32 lower-case hexadecimal digits (an md5 sum)",
     "^[A-Za-z0-9_.]+$": "letters, digits, _ and . only",
+    "^[A-Za-z_][A-Za-z0-9_.]*:[A-Za-z_][A-Za-z0-9_]*$": "module:name (a dotted module path, a colon, a name)",
 }
 # What a name at a key path is, and why its rule, for the message ("a variant's name must be ...").
 _NAME_OF = [
