@@ -41,6 +41,14 @@ import json, os, pathlib, subprocess, sys
 state = pathlib.Path(os.environ["STUB_SLURM"])
 args = sys.argv[1:]
 (state / "jobs").mkdir(exist_ok=True)
+# A site at its submit limit: the first $STUB_REFUSE submissions are refused, as slurmctld words it.
+with open(state / "refused", "a+") as f:
+    f.seek(0)
+    if len(f.read()) < int(os.environ.get("STUB_REFUSE", 0)):
+        f.write("x")
+        sys.exit("sbatch: error: QOSMaxSubmitJobPerUserLimit\n"
+                 "sbatch: error: Batch job submission failed: Job violates accounting/QOS policy"
+                 " (job submit limit, user's size and/or time limits)")
 job_id = 1001
 while True:  # claim the next free id (submissions may come side by side)
     try:
@@ -244,6 +252,35 @@ def test_the_submitted_lines_carry_the_configs_requests_within_the_runtime_cap(t
     # The CPU-only diagnosis goes to the CPU partition, not the default GPU one; 10 + 1 minutes, capped.
     assert option("diagnose", "-p") == every("cpu") and option("diagnose", "--gpus") == every(None)
     assert option("diagnose", "-t") == ["11", str(MAX_RUNTIME), str(MAX_RUNTIME)]
+
+
+@pytest.mark.slow  # one real training job through the plugin: ~20-40 s
+def test_a_refused_submission_is_waited_out_and_costs_no_attempt(tmp_path: Path):
+    """At the submit limit sbatch refuses; through the workflow's sbatch shim the refusals are waited out and
+    logged, and the job, allowed no retry here, is submitted once and trains (the plugin never sees them)."""
+    config = _site_config()
+    config["run_grids"] = ["single"]
+    ws = make_workspace(tmp_path / "ws", config)
+    state = tmp_path / "slurm"
+    _write_stubs(state / "bin")
+    env = tool_env({"STUB_SLURM": str(state), "STUB_REFUSE": "3", "PDELRA_ALLOW_CPU": "1",
+                    "PDELRA_SBATCH_FIRST_WAIT": "0.2", "USER": os.environ.get("USER", "root")})  # fmt: skip
+    env["PATH"] = f"{state / 'bin'}{os.pathsep}{env['PATH']}"
+    target = "results/tiny/runs/listops/after_embedding/h1/base/seed0/metrics.json"
+    overrides = ("--workflow-profile", "none", "--default-resources", "slurm_partition=gpu",
+                 f"slurm_account={ACCOUNT}", "--slurm-init-seconds-before-status-checks", "1",
+                 "--max-status-checks-per-second", "10", "--latency-wait", "1", "--retries", "0")  # fmt: skip
+    command = snakemake_command(ws, (target, "--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "170", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    submitted = [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()]
+    assert [job["rule"] for job in submitted] == ["train"], log[-5000:]
+    assert json.loads((ws / target).read_text())["status"] == "completed"
+    refusals = (ws / "results/tiny/cluster/refused.log").read_text().splitlines()
+    assert len(refusals) == 3 and all("QOSMaxSubmitJobPerUserLimit" in line for line in refusals), refusals
 
 
 def test_a_partition_too_short_for_max_runtime_stops_the_run_before_any_work(tmp_path: Path):
