@@ -74,9 +74,10 @@ def config_error(problems):
 
 
 os.environ.update(tasks.job_environment(config.get("task_modules") or (), os.getcwd()))  # jobs: its tasks too
-if _problems := config_problems(config, load_schema(SCHEMA)):
+_schema = load_schema(SCHEMA)
+if _problems := config_problems(config, _schema):
     config_error(_problems)
-config.update(with_defaults(config, load_schema(SCHEMA)))  # as validate(set_default=True), a part's section too
+config.update(with_defaults(config, _schema))  # as validate(set_default=True), a part's section too
 
 RESULTS = f"results/{config['experiment']}"
 # No job asks Slurm for more minutes than this, whatever its attempt (profiles/slurm/README.md, time limits).

@@ -67,12 +67,13 @@ def site_options(sections, checkpoints=None):
         else:
             options[key] = declared(lambda wildcards, _values=values: _values[_task_of(wildcards)])
     configured = options.get("slurm_extra")
-    if checkpoints is None:
-        folders = lambda w: []
-    elif callable(checkpoints):
-        folders = checkpoints
-    else:
-        folders = lambda w: [checkpoints.format(**dict(w.items()))]
+
+    def folders(wildcards):
+        if checkpoints is None:
+            return []
+        if callable(checkpoints):
+            return checkpoints(wildcards)
+        return [checkpoints.format(**dict(wildcards.items()))]
 
     def slurm_extra(wildcards, attempt):
         extra = bad_nodes.slurm_extra(BAD_NODES, configured(wildcards) if callable(configured) else configured)

@@ -28,12 +28,7 @@ from typing import Any
 
 from pdelra import parts
 from pdelra import runs as run_layout
-
-# TrainingJob and DEFAULT_MAX_RUNTIME live on the ground floor, where each part's module builds its jobs;
-# re-exported here for the planner and the workflow.
-from pdelra.parts import DEFAULT_MAX_RUNTIME as DEFAULT_MAX_RUNTIME
-from pdelra.parts import TrainingJob as TrainingJob
-from pdelra.parts import TrainingRule
+from pdelra.parts import TrainingJob, TrainingRule
 from pdelra.parts import job_asks as _asks
 from pdelra.planning import estimate
 from pdelra.tasks import tasks_of_source

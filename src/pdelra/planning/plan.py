@@ -24,6 +24,7 @@ from pdelra import tasks
 from pdelra.atomic import write_json_atomic
 from pdelra.data.store import load_split
 from pdelra.errors import UserError
+from pdelra.parts import TrainingJob
 from pdelra.planning import experiment, flops, priorities
 from pdelra.planning.calibration import (
     calibrate,
@@ -233,7 +234,7 @@ def make_plan(
     finished = finished_runs(results or Path("results") / config["experiment"])
     cells = cell_medians(finished)
     members = _pack_members(config)
-    groups: dict[tuple[str, str], list[experiment.TrainingJob]] = defaultdict(list)
+    groups: dict[tuple[str, str], list[TrainingJob]] = defaultdict(list)
     for job in jobs:
         groups[(job.rule, job.task)].append(job)
     # The LRA tasks with a job that no finished run times: only these are calibrated.
@@ -304,7 +305,7 @@ def _task_gpus(config: Mapping[str, Any], task: str) -> int:
     return int(experiment.merged(config, "resources", task)["gpu"])
 
 
-def _cell(job: experiment.TrainingJob) -> CellKey:
+def _cell(job: TrainingJob) -> CellKey:
     task, variant, scale, setting, _ = job.run
     return (job.runs_dir, task, variant, scale, setting)
 
@@ -315,7 +316,7 @@ def _pack_members(config: Mapping[str, Any]) -> dict[tuple[str, str, str, str, i
 
 
 def _own_runs(
-    job: experiment.TrainingJob,
+    job: TrainingJob,
     members: Mapping[tuple[str, str, str, str, int], tuple[int, ...]],
     finished: Mapping[RunFile, Mapping[str, float | None]],
 ) -> list[Mapping[str, float | None]] | None:
@@ -393,7 +394,7 @@ def _calibrated_line(
 
 def _flops_estimate(
     config: Mapping[str, Any],
-    jobs: list[experiment.TrainingJob],
+    jobs: list[TrainingJob],
     gpu: str,
     finished: Mapping[RunFile, Mapping[str, Any]],
     calibrations: Mapping[str, Mapping[str, Any]],
@@ -410,7 +411,7 @@ def _flops_estimate(
         for task in sorted({job.task for job in lra})
     }
 
-    def work(job: experiment.TrainingJob) -> float:
+    def work(job: TrainingJob) -> float:
         model, batch = job.config["model"], job.config["train"]["batch_size"]
         return flops.step_flops(model, lengths[job.task], tasks.is_two_tower(job.task), batch)
 
@@ -438,7 +439,7 @@ def _flops_estimate(
 
 
 def _job_estimate(
-    job: experiment.TrainingJob,
+    job: TrainingJob,
     data: Mapping[str, Any],
     own: list[Mapping[str, float | None]] | None,
     cell: Mapping[str, float] | None,
@@ -494,7 +495,7 @@ def _row(
     config: Mapping[str, Any],
     rule: str,
     task: str,
-    group: list[experiment.TrainingJob],
+    group: list[TrainingJob],
     data: Mapping[str, Any],
     estimates: list[dict[str, Any]],
     calibration: Mapping[str, Any] | None,
@@ -566,7 +567,7 @@ def _micro_batch(calibration: Mapping[str, Any] | None, batch_size: int) -> int 
     return max(1, int((budget - static) // ((peak - static) / batch_size)))
 
 
-def _deviations(jobs: list[experiment.TrainingJob]) -> list[str]:
+def _deviations(jobs: list[TrainingJob]) -> list[str]:
     """Choices in this config that depart from the paper's recipe and that the plan can see."""
     bucketed = sorted({job.task for job in jobs if job.config["train"].get("length_buckets")})
     if not bucketed:

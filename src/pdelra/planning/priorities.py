@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pdelra import paper
+from pdelra.parts import TrainingJob
 from pdelra.planning import experiment
 
 CLASSES = ("paper", "diagnose", "related")  # also the default order (workflow/schemas/config.schema.yaml)
@@ -64,14 +65,14 @@ def cell_classes(config: Mapping[str, Any]) -> dict[Cell, str]:
     return classes
 
 
-def job_class(job: experiment.TrainingJob) -> str:
+def job_class(job: TrainingJob) -> str:
     """The class of one training job of the plan."""
     if job.rule not in experiment.LRA_RULES:  # a part's (pdelra.parts)
         return "related"
     return run_class(job.run[1], _backbone(job.config))
 
 
-def plan_priority(config: Mapping[str, Any], jobs: Sequence[experiment.TrainingJob]) -> dict[str, Any]:
+def plan_priority(config: Mapping[str, Any], jobs: Sequence[TrainingJob]) -> dict[str, Any]:
     """What `pdelra plan` records of the priorities (JSON-ready): the order, and per (rule, task) row of the
     plan the jobs of each class."""
     counts: dict[tuple[str, str, str], int] = {}

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # The grid's arithmetic of a job's time (a job's first request, the cap) lives with the jobs themselves.
-from pdelra.planning.experiment import DEFAULT_MAX_RUNTIME, merged, pack_minutes
+from pdelra.parts import DEFAULT_MAX_RUNTIME
+from pdelra.planning.experiment import merged, pack_minutes
 
 # Site options a job may carry from the config (config/README.md), read by snakemake-executor-plugin-slurm
 # 2.x: `-p`, `-C`, the model in `--gpus=MODEL:N`, `--qos=`, and free sbatch flags (the plugin refuses flags
