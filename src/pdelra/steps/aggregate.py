@@ -231,11 +231,6 @@ def _config_fields(run_config: Any) -> dict[str, Any]:
     return out
 
 
-def read_alpha(path: Path) -> list[dict[str, Any]]:
-    """Rows (run keys, layer, mean, min, max) of the learned α of one run; none for runs without diffusion."""
-    return _read(path)[1]
-
-
 def _alpha_rows(metrics: dict[str, Any], run: dict[str, Any]) -> list[dict[str, Any]]:
     alpha = _learned_alpha(metrics)
     if not isinstance(alpha, dict):
