@@ -58,8 +58,15 @@ while True:  # claim the next free id (submissions may come side by side)
         job_id += 1
 comment = args[args.index("--comment") + 1]
 rule = comment[len("rule_"):].split("_wildcards_")[0]
+# When the plugin called sbatch: the start of our caller, the workflow's sbatch shim (clock ticks since boot).
+# The plugin submits from two threads, so a call whose shim starts slowly is recorded after later calls.
+try:
+    called = int(pathlib.Path(f"/proc/{os.getppid()}/stat").read_text().rsplit(")", 1)[1].split()[19])
+except (OSError, IndexError, ValueError):
+    called = 0
 with open(state / "sbatch.jsonl", "a") as f:
-    f.write(json.dumps({"id": job_id, "rule": rule, "comment": comment, "argv": args}) + "\n")
+    record = {"id": job_id, "rule": rule, "comment": comment, "argv": args, "called": called}
+    f.write(json.dumps(record) + "\n")
 lines = (state / "sbatch.jsonl").read_text().splitlines()
 earlier = sum(json.loads(line)["comment"] == comment for line in lines) - 1
 unrun = dict(item.split(":") for item in os.environ.get("STUB_UNRUN", "").split())
@@ -415,7 +422,7 @@ LONG_CPU_PARTITIONS = PARTITIONS.replace("MaxTime=04:00:00", "MaxTime=2-00:00:00
 def _submit_all(tmp_path: Path, config: dict, smoke_ok: bool = True) -> tuple[list[dict], str]:
     """Every GPU job and the ready diagnose job of `config` through the Slurm profile and the stubs, each
     submitted once and failed unrun (after the smoke test, which passed already where `smoke_ok`). Returns
-    the sbatch records in order and the log."""
+    the sbatch records in the order the plugin called sbatch, and the log."""
     ws = make_workspace(tmp_path / "ws", config)
     _ready_inputs(ws, config, smoke_ok)
     state = tmp_path / "slurm"
@@ -435,7 +442,8 @@ def _submit_all(tmp_path: Path, config: dict, smoke_ok: bool = True) -> tuple[li
     )
     log = proc.stdout + proc.stderr
     assert (state / "sbatch.jsonl").exists(), log[-5000:]
-    return [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()], log
+    records = [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()]
+    return sorted(records, key=lambda job: job["called"]), log  # a stable sort: ties keep their order
 
 
 def _classes(submitted: list[dict]) -> list[str]:
