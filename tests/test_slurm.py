@@ -7,9 +7,7 @@ one task asking for a GPU (the node's fake gres), and stop exactly the daemons t
 
 from __future__ import annotations
 
-import copy
 import json
-import math
 import os
 import re
 import shutil
@@ -384,26 +382,39 @@ def _requeue_scenario(env: dict[str, str], root: Path) -> dict[str, Any]:
     }
 
 
-def _seconds_per_epoch(root: Path, config: dict) -> float:
-    """Wall seconds per epoch of the fault run of `config`, measured by training it for 40 epochs here with
-    the run config the workflow gives it."""
-    config = copy.deepcopy(config)
-    config["defaults"]["train"].update(max_epochs=40, patience=40)
-    ws = make_workspace(root, config)
-    run_snakemake(ws, "-c1", f"data/processed/{GPU_TASK}/manifest.json", check=True)
-    dry_run = run_snakemake(ws, "-n", "-p", TARGET, check=True).stdout
-    run_config = re.search(r"--run-config '(\{.*?\})'", dry_run).group(1)
-    return _train_by_hand(ws, run_config, root)["wall_time_s"] / 40
+TIME_LIMIT_EPOCHS = 30  # ~30 s of training here: far past the first checkpoint, well inside the retry's 2 min
 
 
-def _time_limit_scenario(env: dict[str, str], root: Path, epochs: int) -> dict[str, Any]:
-    """Time limit: `runtime: 1` (minute) for a run that trains longer."""
-    config = _fault_config(max_epochs=epochs, patience=epochs)
+def _stop_training_at_its_first_checkpoint(ws: Path, log_path: Path, smk: subprocess.Popen[str]) -> None:
+    """SIGSTOP the trainer once it has checkpointed, so that the job outlasts its limit whatever the CPU's
+    speed: a fixed number of steps could end inside the minute on a fast or idle machine. Slurm sends the
+    step SIGCONT, then SIGTERM, at the limit (slurmd's terminate), so the trainer wakes to the same signal an
+    overrunning job gets, checkpoints and records it."""
+    ckpt_dir = ws / "results" / "tiny" / "checkpoints" / RUN
+    deadline = time.monotonic() + 200
+    while not (ckpt_dir / "checkpoint.pt").exists():
+        assert smk.poll() is None, log_path.read_text()[-4000:]
+        assert time.monotonic() < deadline, "training never checkpointed"
+        time.sleep(0.05)
+    trainer = f"pdelra train .*--checkpoint-dir {ckpt_dir}"
+    found = subprocess.run(["pgrep", "-f", trainer], capture_output=True, text=True)
+    pids = [int(pid) for pid in found.stdout.split()]
+    assert pids, f"no trainer process of {ckpt_dir}"
+    for pid in pids:
+        os.kill(pid, signal.SIGSTOP)
+
+
+def _time_limit_scenario(env: dict[str, str], root: Path) -> dict[str, Any]:
+    """Time limit: `runtime: 1` (minute) for a run whose trainer is stopped after its first checkpoint."""
+    config = _fault_config(max_epochs=TIME_LIMIT_EPOCHS, patience=TIME_LIMIT_EPOCHS)
     config["tasks"][GPU_TASK]["resources"]["runtime"] = 1
     ws = make_workspace(root / "ws", config)
     log_path = root / "snakemake.log"
     smk = _start_run(ws, env, log_path, 600)
-    smk.wait(timeout=620)
+    try:
+        _stop_training_at_its_first_checkpoint(ws, log_path, smk)
+    finally:
+        smk.wait(timeout=620)
     log = log_path.read_text()
     assert smk.returncode == 0, log[-6000:]
     lines = [
@@ -413,21 +424,11 @@ def _time_limit_scenario(env: dict[str, str], root: Path, epochs: int) -> dict[s
         "metrics": json.loads((ws / TARGET).read_text()),
         "history": _sacct_history(env, _job_ids(log)),
         "trainer_log": "".join(
-            line for line in lines if any(w in line for w in ("resum", "interrupt", "restored its results"))
+            line for line in lines if any(w in line for w in ("resum", "interrupt"))
         ),
         "steps_per_epoch": config["data"]["generate"][GPU_TASK]["n_train"] // 4,
-        "epochs": epochs,
+        "epochs": TIME_LIMIT_EPOCHS,
     }
-
-
-def _calibrated_time_limit_scenario(env: dict[str, str], root: Path) -> dict[str, Any]:
-    # Slurm enforces time limits every 30 s, so the kill comes 60-90 s into the job, ~15 s of which start
-    # it: train ~105 s as measured here just before. Not much more: the retry (2 minutes, its own ~15 s of
-    # start included) must end its training well before its limit, since a run that ends after the limit
-    # but before Slurm's next check is killed in Snakemake's epilogue, and its retry starts the finished run
-    # again from nothing. (Measured idle: the first attempt killed at 73 s, the retry done in 98 s at 120.)
-    epochs = math.ceil(105 / _seconds_per_epoch(root / "calibrate", _fault_config()))
-    return _time_limit_scenario(env, root / "time_limit", epochs)
 
 
 @pytest.fixture(scope="module")
@@ -439,7 +440,7 @@ def cluster_faults(
     with ThreadPoolExecutor(max_workers=1) as pool:
         yield {
             "requeue": pool.submit(_requeue_scenario, slurm_cluster, root / "requeue"),
-            "time_limit": pool.submit(_calibrated_time_limit_scenario, slurm_cluster, root),
+            "time_limit": pool.submit(_time_limit_scenario, slurm_cluster, root / "time_limit"),
         }
 
 
@@ -480,11 +481,6 @@ def test_a_training_job_past_its_time_limit_is_retried_with_more_time_and_resume
     assert attempts[-1][2] == f"00:0{len(attempts)}:00", f"the retry asks for runtime x attempt:\n{seen}"
     assert metrics["status"] == "completed", seen
     assert metrics["steps_run"] == result["epochs"] * result["steps_per_epoch"], seen
-    if "restored its results" in result["trainer_log"]:
-        # Training ended inside the limit and the job's epilogue ran past it (a loaded machine): the retry
-        # restored the finished run from its checkpoint folder instead of training it again.
-        assert metrics["resumed_count"] == 0 and metrics["interruptions"] == [], seen
-        return
     assert metrics["resumed_count"] == len(attempts) - 1, seen
     # The signal that reached the trainer before the kill: Slurm's SIGTERM at the limit, once per time-out.
     assert [stop["signal"] for stop in metrics["interruptions"]] == ["SIGTERM"] * (len(attempts) - 1), seen
