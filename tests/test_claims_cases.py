@@ -103,20 +103,22 @@ def test_one_seed_gives_no_p_value_and_no_impossible_detectable_effect() -> None
     assert all(C.what_would_decide(c) for c in undecided.to_dict("records"))  # each still says what would
 
 
-def test_a_constant_guess_at_chance_failed_to_learn(tmp_path: Path) -> None:
-    """Every Pathfinder run at exactly 0.5 over 5 seeds (a constant guess on a balanced binary task): every
-    run failed to learn, which each claim on Pathfinder names; none is decided and no p is 0."""
+def test_a_constant_guess_at_chance_is_named_and_decides_nothing(tmp_path: Path) -> None:
+    """Every Pathfinder run at exactly 0.5 over 5 seeds (a constant guess on a balanced binary task): no run
+    is distinguishable from chance, which each claim on Pathfinder names; every cell sits at its failures,
+    so none is decided and no p is 0."""
     runs = paper_runs()
     runs.loc[runs["task"] == "pathfinder", "test_accuracy"] = 0.5
     runs["n_test"] = 200
     claims = judged(tmp_path, runs)
     pathfinder = claims[claims.index.str.endswith("_pathfinder")]
     assert (pathfinder["verdict"] == "inconclusive").all()
-    assert pathfinder["detail"].str.contains("on PathFinder: failed to learn in 5 of 5 seeds").all()
+    named = "on PathFinder: not distinguishable from chance in 5 of 5 seeds (seeds 0, 1, 2, 3, 4)"
+    assert pathfinder["failed_runs"].str.contains(named, regex=False).all()
     assert (claims["p_value"].dropna() > 0).all()
     # What would decide it says that the runs ran but did not learn (not "2 seeds or more … (0 ran)").
     row = pathfinder.loc["table11_sign_after_embedding_pathfinder"].to_dict()
-    assert C.what_would_decide(row) == "2 seeds or more whose runs learn (0 did on all it compares)"
+    assert C.what_would_decide(row).startswith("runs that learn: a cell it compares has none")
 
 
 def test_on_a_coarse_test_set_two_seeds_hold_the_level() -> None:
@@ -222,9 +224,14 @@ def test_a_diverged_run_counts_against_its_method(tmp_path: Path) -> None:
     runs.loc[cell & (runs["seed"] < 3), ["status", "test_accuracy"]] = ["diverged", math.nan]
     row = judged(tmp_path, runs).loc["table11_sign_after_embedding_pathfinder"]
     assert row["verdict"] == "inconclusive" and row["n"] == 2
-    assert "After Embedding on PathFinder: diverged in 3 of 5 seeds" in row["detail"]
-    counted = row["detail"].split("with the failed runs counted (diverged at chance): ")[1]
-    assert counted.startswith("-") and "learned runs alone" in counted
+    assert row["failed_runs"] == (
+        "After Embedding on PathFinder: diverged in 3 of 5 seeds (seeds 0, 1, 2) — set aside, and counted "
+        "against it at chance: decided only where both readings agree"
+    )
+    counted = row["detail"].split("with the failed runs counted against it: ")[1]
+    assert counted.startswith("-") and "the runs that learned alone read reproduced" in counted
+    assert "lacks seed" not in row["detail"]  # a failed seed is named as failed, not as missing
+    assert C.what_would_decide(row.to_dict()).startswith("its runs that learned read reproduced")
 
 
 def test_edge_cases_get_a_note_not_a_traceback(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
@@ -393,10 +400,10 @@ def test_one_diverged_seed_leaves_the_other_claims_of_its_task_alone(tmp_path: P
         assert claims.loc[claim, "effect"] == pytest.approx(before.loc[claim, "effect"])
         width = claims.loc[claim, "ci_high"] - claims.loc[claim, "ci_low"]
         assert width <= 1.15 * (before.loc[claim, "ci_high"] - before.loc[claim, "ci_low"])
-        assert "diverged" not in str(claims.loc[claim, "detail"])
+        assert "diverged" not in str(claims.loc[claim, "failed_runs"])
     mine = claims.loc["table11_sign_in_attention_text"]
-    assert "In Attention on Text: diverged in 1 of 5 seeds" in mine["detail"]
-    assert "decided only when the learned runs and all runs agree" in mine["method"]
+    assert "In Attention on Text: diverged in 1 of 5 seeds (seed 0)" in mine["failed_runs"]
+    assert "decided where the learned runs and the failures counted agree" in mine["method"]
 
 
 def test_a_no_difference_claim_says_what_it_tested(tmp_path: Path) -> None:

@@ -152,10 +152,10 @@ def test_missing_cells_are_not_run_and_diverged_runs_are_judged_with_and_without
     # 0.5 elsewhere), the mean drops by 0.4 · 2 / 5 / SEEDS.
     assert gain["n"] == SEEDS - 1 and gain["n_excluded"] == 0
     assert gain["effect"] == pytest.approx(0.0, abs=0.005)
-    assert "After Embedding on ListOps: diverged in 1 of 5 seeds" in gain["detail"]
-    counted = gain["detail"].split("with the failed runs counted (diverged at chance): ")[1]
+    assert "After Embedding on ListOps: diverged in 1 of 5 seeds (seed 0)" in gain["failed_runs"]
+    counted = gain["detail"].split("with the failed runs counted against it: ")[1]
     assert float(counted.split(" pp")[0]) == pytest.approx(-100 * 0.4 * 2 / 5 / SEEDS, abs=0.5)
-    assert "decided only when the learned runs and all runs agree" in gain["method"]
+    assert "decided where the learned runs and the failures counted agree" in gain["method"]
 
 
 # ----------------------------------------------------------------------------------------------------------

@@ -137,13 +137,21 @@ def test_an_own_studys_pilot_spread_is_used_and_agrees_with_the_claims_table(tmp
     table = _own_plan(pilot).table.set_index("claim_id")
     own = table[table["family"] == "own"]
     assert own["spread_from"].str.startswith("pilot (this comparison, 3 seeds)").all()
-    assert (own["sd_per_seed"] > 2 * seeds.TABLE15_SD).all()
+    # the pilot's own spread of each comparison: its paired differences (the grid is too small for per-cell)
+    per_seed = pilot.pivot(index="seed", columns="variant", values="test_accuracy")
+    observed = {
+        "table11_sign_conv_embed_listops": per_seed["conv_embed"] - per_seed["none"],
+        "table11_sign_conv_two_listops": per_seed["conv_two"] - per_seed["none"],
+        "own_conv_embed_vs_after_embedding_listops": per_seed["conv_embed"] - per_seed["after_embedding"],
+    }
+    for claim_id, differences in observed.items():
+        assert own.loc[claim_id, "sd_per_seed"] == pytest.approx(differences.std(ddof=1))
     claims = judged(tmp_path, pilot)
     row = claims.loc["table11_sign_conv_embed_listops"]
     ours = table.loc["table11_sign_conv_embed_listops"]
     assert ours["effect_aimed_at"] == pytest.approx(row["effect"])
     assert ours["level"] == pytest.approx(row["power_level"], abs=1e-6)  # the family's order is the same here
-    assert ours["seeds_for_80"] == row["seeds_needed"] == 6
+    assert ours["seeds_for_80"] == row["seeds_needed"] > 3
     one = _own_plan(_own_pilot(1, 0.01, 0.01)).table.set_index("claim_id")
     assert one.loc["table11_sign_conv_embed_listops", "spread_from"] == (
         "Table 15 (the pilot: 1 usable seed(s), a spread needs 2)"

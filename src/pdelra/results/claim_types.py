@@ -33,10 +33,13 @@ DESIGN_VARIANTS = frozenset((BASELINE, *paper.POSITIONS))
 # A paper Δ within this margin is "no difference", and a no-difference claim is reproduced when our 95 %
 # interval lies inside it: one threshold for both (1 percentage point of accuracy).
 EQUIVALENCE_MARGIN = 0.01
-# A completed run "failed to learn" when its accuracy is within the 95 % binomial interval of chance (or
-# below).
+# A completed run is "not distinguishable from chance" when its accuracy is within the 95 % binomial interval
+# of chance (or below).
 FAILURE_Z = NormalDist().inv_cdf(1 - ALPHA / 2)
-FAILED_NOTE = re.compile(r": (diverged|failed to learn) in \d+ of \d+ seeds")  # a failure's note in a detail
+# a failure's note in a detail (`pdelra.results.run_index.failure_note`)
+FAILED_NOTE = re.compile(r": (diverged|not distinguishable from chance) in \d+ of \d+ seeds")
+# a detail's word for the learned runs alone, where failed runs counted against a cell also decide
+LEARNED_ALONE = re.compile(r"the runs that learned alone read (\w+)")
 
 VERDICTS = ("reproduced", "contradicted", "inconclusive", "not run")
 SIZES = ("as claimed", "smaller than claimed", "larger than claimed", "opposite sign")
@@ -90,6 +93,7 @@ CLAIM_COLUMNS = (
     "seeds_needed",
     "method",
     "n_excluded",
+    "failed_runs",
     "detail",
 )
 

@@ -30,17 +30,30 @@ Procedures (95 %, i.e. `ALPHA` = 5 % two-sided, 2.5 % per direction; `pdelra.res
   (scipy `ttest_rel`), Welch's t below 2 shared seeds, none below 2 seeds a side; the method column says
   which and why.
 - **A failed run is a finding, not noise.** A run that diverged, or completed at chance (its accuracy within
-  the 95 % binomial interval of 1 / classes on its test set: "failed to learn"), is named in the detail of
-  every claim of its cell ("In Attention on Text: diverged in 1 of 5 seeds") and left out of its cell's values
-  and of every other cell's reference, so it widens no other claim's variance. A claim involving a failed cell
-  is judged twice: on the runs that learned (its estimate, interval and power), and with every failed run
-  counted (a diverged one at chance accuracy) by paired t-tests over the claim's own cells. It is decided only
-  when both decide it the same way (each direction's p-value is the larger of the two); the detail gives both.
-  So a failure counts against its method, and a baseline that failed to learn cannot make a gain.
+  the 95 % binomial interval of 1 / classes on its test set: "not distinguishable from chance"), answers a
+  question of its own: does its cell learn reliably? Each cell's failures are listed on both pages, and every
+  claim row names the failed runs of its cells and how it read them (`failed_runs`). How well a cell does
+  when it learns is judged on its learned runs: a failed run is left out of its cell's values and of every
+  other cell's reference, so it widens no other claim's variance. Then, comparison by comparison:
+  - a failure counts against the cell that failed. Where the claim is about that cell and favours it (it
+    helps, it is best, it is no different), its failed runs are also counted at chance, and the comparison is
+    decided only where both readings agree: a failure never helps the claim about its own cell, and a cell
+    failing in some seeds is never "reproduced" on its other seeds alone;
+  - a cell with no run that learned sits where its failures put it: its failed runs are counted at chance and
+    that reading is the row's. So a cell at chance in every seed *contradicts* a claim that it helps, with
+    the failure's effect and interval in the row, and a ranking places it there;
+  - a failure of the cell compared with (the baseline, another position in a ranking), or of a cell the
+    claim says is worse, costs its seed and nothing more: read at chance it could only move the estimate the
+    claim's way, or it is that cell's own finding. A diverged baseline seed does not silence its task.
 - **No p-value is ever 0**: a test accuracy lives on a grid of 1 / n_test (`n_test` from metrics.json). Each
-  cell's variance is floored at the grid's resolution, and on fewer than 4 df at the binomial variance
-  p(1 − p) / n_test; a paired test likewise; with neither (a loss, a perplexity) and no spread, there is no
-  test: inconclusive.
+  cell's variance is floored at the grid's resolution, (1 / n_test)² / 12, a true lower bound (the binomial
+  variance is an upper bound for runs on a fixed test set, not a floor); only a spread on one df (two seeds),
+  where a tie decides, is guarded by the binomial variance. A paired test likewise; with neither (a loss, a
+  perplexity) and no spread, there is no test: inconclusive.
+- **The baseline keeps its own noise**: it enters every comparison of its task, so it borrows nothing from
+  its grid (a noisy baseline whose spread happens to look typical would narrow all seven comparisons at once).
+  A config's own variant, or a related system's run on the LRA, is measured beside the task's grid and borrows
+  from it as the positions do, without entering it.
 - **Directional claims**: `reproduced` when the 95 % interval excludes 0 on the paper's side, `contradicted`
   on the other side. **No-difference claims** (a paper Δ within ± `EQUIVALENCE_MARGIN`, 1 pp; for perplexity
   1 % of our own reference cell's level) test agreement with the paper's own value, and say so ("within ±1 pp
@@ -107,6 +120,7 @@ from pdelra.results.claim_types import (
     EQUIVALENCE_MARGIN,
     FAILED_NOTE,
     FAMILIES,
+    LEARNED_ALONE,
     VERDICTS,
     Best,
     Cell,
@@ -119,7 +133,7 @@ from pdelra.results.claim_types import (
     direction_word,
     expected_direction,
 )
-from pdelra.results.judge import _join, _judged, _row, judge, size_word
+from pdelra.results.judge import COUNTED, COUNTED_AGAINST, _join, _judged, _row, judge, size_word
 from pdelra.results.run_index import RunIndex, _isnan, seed_values
 from pdelra.results.stats import ALPHA
 from pdelra.runs import BASE_SETTING, COMPLETED
@@ -279,10 +293,20 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
     if claim.get("verdict") != "inconclusive" or _isnan(claim.get("n")):
         return ""
     n, seeds, at_paper = int(claim["n"]), claim.get("seeds_needed"), claim.get("power_at_paper")
+    failed = str(claim.get("failed_runs") or "")
     if n < 2 and claim.get("kind") != "association":
-        if FAILED_NOTE.search(str(claim.get("detail", ""))):  # runs ran, but they did not learn
+        if FAILED_NOTE.search(failed):  # runs ran, but they did not learn
             return f"2 seeds or more whose runs learn ({n} did on all it compares)"
         return f"2 seeds or more to test it ({n} ran)"
+    if COUNTED in failed:  # a cell with no run that learned was read at its failures and decided nothing
+        return "runs that learn: a cell it compares has none, and its failures alone do not decide it"
+    if COUNTED_AGAINST in failed and (learned := LEARNED_ALONE.search(str(claim.get("detail", "")))):
+        word = learned.group(1)
+        if word in ("reproduced", "contradicted"):
+            return (
+                f"its runs that learned read {word}, its failed runs counted against it do not: it stays "
+                "undecided while they fail; seeds where it learns shrink the failures' weight"
+            )
     if _isnan(seeds):
         tested = not (_isnan(claim.get("detectable_effect")) and _isnan(claim.get("p_value")))
         return f"not decidable with {power.MAX_SEEDS} seeds" if tested else ""

@@ -61,13 +61,13 @@ def _weights(cells: Cells, weight: float) -> dict[Cell, float]:
 def compare(index: RunIndex, a: Cells, b: Cells, metric: Metric, sign: float = 1.0) -> Comparison:
     """sign·(a − b) on the metric: Welch–Satterthwaite's t over the cells' own variances
     (`pdelra.results.design`) when every task of the metric holds the cells in one grid with a measured
-    variance for each (accuracy only, failed runs left out), else the paired t over the seeds a and b share
-    (variance floored at the tasks' binomial floor), Welch's t below 2 shared seeds."""
+    variance for each (accuracy only, failed runs set aside), else the paired t over the seeds a and b share
+    (variance floored as the design floors a cell's: `RunIndex.floor`), Welch's t below 2 shared seeds."""
     sa, sb = seed_values(index, a, metric), seed_values(index, b, metric)
     notes = list(dict.fromkeys(sa.notes + sb.notes))
     where = f" on {paper.TASK_LABELS.get(metric.tasks[0], metric.tasks[0])}" if len(metric.tasks) == 1 else ""
     for cells, own, other in ((a, sa, sb), (b, sb, sa)):
-        if own.values and (lacking := sorted(set(other.values) - set(own.values))):
+        if own.values and (lacking := sorted(set(other.values) - set(own.values) - set(own.failed))):
             notes.append(f"{cells.label()}{where} lacks seed(s) {', '.join(map(str, lacking))}")
     if sa.epoch_budgets and sb.epoch_budgets and sa.epoch_budgets != sb.epoch_budgets:
         # A difference between cells that trained for different budgets mixes the variant with the epochs.
@@ -84,14 +84,18 @@ def compare(index: RunIndex, a: Cells, b: Cells, metric: Metric, sign: float = 1
         nan = stats.Estimate(math.nan, math.nan, math.nan, 0, BASELINE)
         return Comparison(nan, math.nan, DegreesOfFreedom(1.0), reference, notes, devices, missing)
     tasks = metric.tasks
-    if metric.column == ACCURACY and metric.overhead_vs is None and not index.failures:
+    counted = any((t, c) in index.counted for t in tasks for c in weights)
+    if metric.column == ACCURACY and metric.overhead_vs is None and not counted:
         per_cell = _per_cell(index, weights, metric)
         if not isinstance(per_cell, str):
             est, dof = per_cell
             return Comparison(est, est.se * math.sqrt(est.n), dof, reference, notes, devices, [])
         notes.append(f"paired t (no per-cell variances: {per_cell})")
+    # A failed run counted against its cell (`pdelra.results.judge`) sits at chance, far from its grid: the
+    # claim's own cells are compared by the paired t over their seeds, apart from the grid's variance model.
+    df = len(set(sa.values) & set(sb.values)) - 1
     floor = (
-        sum(index.floor(t, metric.column) * sum(w * w for w in weights.values()) for t in tasks)
+        sum(index.floor(t, metric.column, df) * sum(w * w for w in weights.values()) for t in tasks)
         / len(tasks) ** 2
     )
     # a and b are oriented by `sign` before the test, so one-sided p-values point the claim's way.

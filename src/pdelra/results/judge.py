@@ -1,11 +1,12 @@
 """Judging one claim (the method section of `pdelra.results.claims`): its estimate, interval, unadjusted
-verdict, p-values and the terms its power columns come from; a claim of a cell with failed runs is judged
-twice."""
+verdict, p-values and the terms its power columns come from, and how each failed run of its cells was read
+(`read_failures`)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pdelra.results import stats
@@ -14,10 +15,13 @@ from pdelra.results.claim_types import (
     COST_UNIT,
     PAIR_ORDER_UNIT,
     Best,
+    Cell,
+    Cells,
     Claim,
     Difference,
+    Metric,
     PairOrder,
-    _claim_cells,
+    Pooled,
 )
 from pdelra.results.compare import (
     Comparison,
@@ -26,12 +30,102 @@ from pdelra.results.compare import (
 )
 from pdelra.results.run_index import (
     RunIndex,
+    SeedValues,
     _isnan,
+    failure_note,
+    seed_values,
 )
 from pdelra.results.stats import ALPHA
 
 if TYPE_CHECKING:
     pass
+
+
+# ----------------------------------------------------------------------------------------------------
+# Failed runs: how each reading of a comparison reads them
+# ----------------------------------------------------------------------------------------------------
+SET_ASIDE = "set aside"
+COUNTED = "counted at chance (no run of it learned)"
+COUNTED_AGAINST = "set aside, and counted against it at chance: decided only where both readings agree"
+
+
+@dataclass
+class Read:
+    """One comparison as its failed runs are read (`read_failures`): `shown`, the reading whose estimate the
+    row shows (the learned runs; the failed runs counted where no run learned); `readings`, every reading
+    that must agree for a decision (an intersection–union test: each direction's p is their largest);
+    `failed`, per failed (task, cell), its note and how it was read."""
+
+    shown: Comparison
+    readings: list[Comparison]
+    failed: dict[tuple[str, Cell], tuple[str, str]] = field(default_factory=dict)
+
+    @property
+    def p_greater(self) -> float:
+        return _largest(r.est.p_greater for r in self.readings)
+
+    @property
+    def p_less(self) -> float:
+        return _largest(r.est.p_less for r in self.readings)
+
+
+def _largest(values: Iterable[float]) -> float:
+    found = list(values)
+    return math.nan if any(math.isnan(p) for p in found) else max(found)
+
+
+def _failed_cells(index: RunIndex, cells: Cells, metric: Metric) -> dict[tuple[str, Cell], SeedValues]:
+    """The (task, cell) of `cells` with failed runs on the metric (accuracy only)."""
+    if metric.column != ACCURACY:
+        return {}
+    parts = cells.cells if isinstance(cells, Pooled) else (cells,)
+    found = {(t, c): index.cell(c, t, metric.column) for c in parts for t in metric.tasks}
+    return {k: v for k, v in found.items() if v is not None and v.failed}
+
+
+def read_failures(
+    index: RunIndex, a: Cells, b: Cells, metric: Metric, sign: float = 1.0, against: bool = False
+) -> Read:
+    """sign·(a − b) read two ways when its cells have failed runs (diverged, or not distinguishable from
+    chance). The question "how well does it do when it learns" is the learned runs' (each failed run set
+    aside: one seed fewer per failed run). A failure counts against the cell that failed: with `against`
+    (a is the cell the claim is about, and the claim favours it), a's failed runs are also counted at chance,
+    and the comparison is decided only where both readings agree, so a failure never helps the claim about
+    its own cell. Where a side has no run that learned, its failed runs are counted at chance (a cell that
+    failed in every seed sits where its failures put it) and that reading is the one shown. A failure of
+    the cell compared with (b, or a when the claim does not favour it) costs its seed and nothing more: read
+    at chance it could only move the estimate the claim's way, or it is the reference's own finding."""
+    failed_a, failed_b = _failed_cells(index, a, metric), _failed_cells(index, b, metric)
+    if not (failed_a or failed_b):
+        learned = compare(index, a, b, metric, sign)
+        return Read(learned, [learned])
+    notes = {k: failure_note(k[1], k[0], v.failed, v.seeds) for k, v in (failed_a | failed_b).items()}
+    # A side with fewer than 2 seeds that learned (on every task it averages) is read at its failures.
+    unlearned = {
+        k
+        for side, failed in ((a, failed_a), (b, failed_b))
+        if len(seed_values(index, side, metric).values) < 2
+        for k in failed
+    }
+    shown = compare(index.counting(frozenset(unlearned)), a, b, metric, sign)
+    readings = [shown]
+    how = {k: (note, COUNTED if k in unlearned else SET_ASIDE) for k, note in notes.items()}
+    if against and set(failed_a) - unlearned:
+        readings.append(compare(index.counting(frozenset(unlearned | set(failed_a))), a, b, metric, sign))
+        how |= {k: (notes[k], COUNTED_AGAINST) for k in set(failed_a) - unlearned}
+    return Read(shown, readings, how)
+
+
+def failed_runs_line(reads: Sequence[Read]) -> str:
+    """The claims table's `failed_runs`: each failed run of the claim's cells and how it was read, in one
+    line ('' without failures)."""
+    ways: dict[str, list[str]] = {}
+    for read in reads:
+        for note, how in read.failed.values():
+            ways.setdefault(note, [])
+            if how not in ways[note]:
+                ways[note].append(how)
+    return "; ".join(f"{note} — {' / '.join(hows)}" for note, hows in ways.items())
 
 
 # ----------------------------------------------------------------------------------------------------
@@ -123,6 +217,7 @@ def _row(claim: Claim, **values: Any) -> dict[str, Any]:
         "p_value": math.nan,
         "method": "",
         "n_excluded": 0,
+        "failed_runs": "",
         "detail": "",
         "_p": (math.nan, math.nan),  # (p of "reproduced", p of "contradicted"): for the failed-runs rule
     }
@@ -162,7 +257,11 @@ def _mixed_devices(claim: Claim, parts: Sequence[Comparison]) -> str:
 
 
 def judge_difference(claim: Difference, index: RunIndex) -> dict[str, Any]:
-    comparison = compare(index, claim.a, claim.b, claim.metric)
+    """a − b in the paper's direction (or within its margin). A failure of a, the cell the claim is about,
+    counts against it (`read_failures`); one of b costs its seed."""
+    against = claim.expected >= 0  # a no-difference claim is about a too: its failure moves it away
+    read = read_failures(index, claim.a, claim.b, claim.metric, against=against)
+    comparison = read.shown
     excluded = _excluded(index, [claim.a, claim.b], claim.metric)
     if (row := _not_run(claim, [comparison], excluded)) is not None:
         return row
@@ -172,6 +271,18 @@ def judge_difference(claim: Difference, index: RunIndex) -> dict[str, Any]:
         margin = claim.relative_margin * abs(comparison.reference)
     centre = 0.0 if _isnan(claim.paper_effect) or claim.expected != 0 else claim.paper_effect
     judged = _judged(est, claim.expected, margin, est.method, centre)
+    if len(read.readings) > 1:  # every reading must decide it the same way
+        ways = [_both_ways(r.est, claim.expected, margin, centre) for r in read.readings]
+        p_reproduced, p_contradicted = (_largest(p) for p in zip(*ways, strict=True))
+        learned_word = judged["verdict_unadjusted"]
+        p_value, word = _verdict(p_reproduced, p_contradicted)
+        judged |= {"verdict_unadjusted": word, "p_value": p_value, "_p": (p_reproduced, p_contradicted)}
+        counted = read.readings[-1]
+        judged["method"] += "; failed runs: decided where the learned runs and the failures counted agree"
+        counted_words = f"with the failed runs counted against it: {_estimate_words(counted.est, claim)}"
+        read_note = f"{counted_words}; the runs that learned alone read {learned_word}"
+    else:
+        read_note = ""
     mixed = _mixed_devices(claim, [comparison])
     if mixed:
         judged |= {"verdict_unadjusted": "inconclusive", "p_value": math.nan, "_p": (math.nan, math.nan)}
@@ -180,7 +291,8 @@ def judge_difference(claim: Difference, index: RunIndex) -> dict[str, Any]:
         claim,
         **judged,
         n_excluded=excluded,
-        detail=_join(mixed, _few_seeds_note(est), *comparison.notes, _excluded_note(excluded)),
+        failed_runs=failed_runs_line([read]),
+        detail=_join(mixed, _few_seeds_note(est), read_note, *comparison.notes, _excluded_note(excluded)),
         _margin=margin if claim.expected == 0 else math.nan,
         _terms=[(gap, comparison.sd1, comparison.dof)],  # for `adjust`'s power columns
     )
@@ -189,11 +301,18 @@ def judge_difference(claim: Difference, index: RunIndex) -> dict[str, Any]:
 def judge_best(claim: Best, index: RunIndex) -> dict[str, Any]:
     """Intersection–union test for `reproduced`; Bonferroni over the k comparisons for `contradicted`.
     The effect and interval shown are those of the closest competitor (the smallest mean margin; ties go
-    to the competitor listed first)."""
+    to the competitor listed first). A failure of the target counts against it when the claim favours it
+    (best, not lowest); one of another cell costs its seed, or, where that cell has no run that learned,
+    places it at its failures (`read_failures`)."""
     # Orient every comparison so that > 0 favours the claim (higher is better, unless the metric is a cost;
     # `lowest` turns it round once more).
     sign = (1.0 if claim.metric.higher_is_better else -1.0) * (-1.0 if claim.lowest else 1.0)
-    comparisons = [(cells, compare(index, claim.target, cells, claim.metric, sign)) for cells in claim.others]
+    against = sign > 0
+    reads = [
+        (cells, read_failures(index, claim.target, cells, claim.metric, sign, against))
+        for cells in claim.others
+    ]
+    comparisons = [(cells, r.shown) for cells, r in reads]
     excluded = _excluded(index, [claim.target, *claim.others], claim.metric)
     if (row := _not_run(claim, [c for _, c in comparisons], excluded)) is not None:
         return row
@@ -202,8 +321,8 @@ def judge_best(claim: Best, index: RunIndex) -> dict[str, Any]:
         comparisons, key=lambda c: round(c[1].est.effect, 12) if not math.isnan(c[1].est.effect) else math.inf
     )
     ests = [c.est for _, c in comparisons]
-    p_all = [stats.two_sided(e.p_greater) for e in ests]  # each on the two-sided scale
-    p_any = [stats.two_sided(e.p_less) for e in ests]
+    p_all = [stats.two_sided(r.p_greater) for _, r in reads]  # each on the two-sided scale
+    p_any = [stats.two_sided(r.p_less) for _, r in reads]
     if any(math.isnan(p) for p in p_all):
         p_reproduced = p_contradicted = math.nan
     else:
@@ -224,6 +343,7 @@ def judge_best(claim: Best, index: RunIndex) -> dict[str, Any]:
         _p=(p_reproduced, p_contradicted),
         method=f"{est.method} per pair, intersection–union over {k} (Bonferroni ×{k} for contradicted)",
         n_excluded=excluded,
+        failed_runs=failed_runs_line([r for _, r in reads]),
         detail=_join(
             f"closest: {closest_cells.label()}",
             f"{'below' if claim.lowest else 'better than'} the target on average: {', '.join(better)}"
@@ -247,7 +367,9 @@ def judge_pair_order(claim: PairOrder, index: RunIndex) -> dict[str, Any]:
     sign = 1.0 if claim.metric.higher_is_better else -1.0
     cells = claim.cells
     pairs = [(i, j) for i in range(len(cells)) for j in range(i + 1, len(cells))]
-    comparisons = [compare(index, cells[i], cells[j], claim.metric, sign) for i, j in pairs]
+    # Each pair is about both its cells; the one the paper places higher has its failures counted against it.
+    reads = [read_failures(index, cells[i], cells[j], claim.metric, sign, True) for i, j in pairs]
+    comparisons = [r.shown for r in reads]
     excluded = _excluded(index, cells, claim.metric)
     if (row := _not_run(claim, comparisons, excluded)) is not None:
         return row
@@ -260,17 +382,19 @@ def judge_pair_order(claim: PairOrder, index: RunIndex) -> dict[str, Any]:
         f"Bonferroni ×{m} for a reversal"
     )
     notes = [n for c in comparisons for n in c.notes]
-    if any(math.isnan(e.p_greater) for e in ests):
+    failed_runs = failed_runs_line(reads)
+    if any(math.isnan(r.p_greater) for r in reads):
         return _row(
             claim,
             n=min(e.n for e in ests),
             verdict_unadjusted="inconclusive",
             method=method,
             n_excluded=excluded,
+            failed_runs=failed_runs,
             detail=_join("fewer than 2 usable seeds in some cell", *notes, _excluded_note(excluded)),
         )
-    p_order = [stats.two_sided(e.p_greater) for e in ests]
-    p_reversed = [stats.two_sided(e.p_less, 2 * max(m, 1)) for e in ests]
+    p_order = [stats.two_sided(r.p_greater) for r in reads]
+    p_reversed = [stats.two_sided(r.p_less, 2 * max(m, 1)) for r in reads]
     in_order = [s and p < ALPHA for s, p in zip(separable, p_order, strict=True)]
 
     def named(keep: bool) -> list[str]:
@@ -296,6 +420,7 @@ def judge_pair_order(claim: PairOrder, index: RunIndex) -> dict[str, Any]:
         _p=(p_reproduced, p_contradicted),
         method=method,
         n_excluded=excluded,
+        failed_runs=failed_runs,
         detail=_join(
             f"{sum(in_order)} of {m} separable pairs significantly in the paper's order, "
             f"{len(reversed_)} reversed" + (f" ({', '.join(reversed_)})" if reversed_ else ""),
@@ -326,57 +451,10 @@ def shared_cell_correlation(pairs: Sequence[tuple[int, int]]) -> list[list[float
 
 
 def judge(claim: Claim, index: RunIndex) -> dict[str, Any]:
-    """One claims-table row (before the family adjustment) for `claim` on the runs in `index`.
-
-    A claim whose cells have failed runs (diverged, or at chance) on its accuracy is judged twice, by the
-    rule of the method section: on the runs that learned (its estimate, interval and power columns), and
-    with every failed run counted (a diverged one at chance accuracy), by paired t-tests over the claim's own
-    cells. It is decided only when both analyses decide it the same way (an intersection–union test: each
-    direction's p-value is the larger of the two); the detail names the failures and gives the second
-    analysis. Claims that do not involve a failed cell are judged once, and the failure touches neither
-    their estimate nor their variance."""
-    row = _judge_once(claim, index)
-    if claim.metric.column != ACCURACY or row["verdict_unadjusted"] == "not run" or index.failures:
-        return row
-    failed = [
-        found.failed
-        for cell in _claim_cells(claim)
-        for task in claim.metric.tasks
-        if (found := index.cell(cell, task, ACCURACY)) is not None
-    ]
-    if not any(failed):
-        return row
-    counted = _judge_once(claim, index.with_failures())
-    p_reproduced, p_contradicted = (
-        math.nan if math.isnan(a) or math.isnan(b) else max(a, b)
-        for a, b in zip(row["_p"], counted["_p"], strict=True)
-    )
-    p_value, word = _verdict(p_reproduced, p_contradicted)
-    rule = "failed runs: decided only when the learned runs and all runs agree"
-    return row | {
-        "verdict_unadjusted": word,
-        "p_value": p_value,
-        "_p": (p_reproduced, p_contradicted),
-        "method": f"{row['method']}; {rule}",
-        "detail": _join(
-            row["detail"],
-            f"with the failed runs counted (diverged at chance): {_estimate_words(counted)}, "
-            f"{counted['verdict_unadjusted']} (p = {counted['p_value']:.2g}); learned runs alone: "
-            f"{row['verdict_unadjusted']} (p = {row['p_value']:.2g})",
-        ),
-    }
-
-
-def _estimate_words(row: Mapping[str, Any]) -> str:
-    """A row's effect and interval in its unit (pp for accuracy)."""
-    scale, unit = (100.0, " pp") if row["unit"] == "accuracy" else (1.0, "")
-    effect, low, high = (scale * float(row[k]) for k in ("effect", "ci_low", "ci_high"))
-    if math.isnan(low):
-        return f"{effect:+.3g}{unit}"
-    return f"{effect:+.3g}{unit} [{low:+.3g}, {high:+.3g}]"
-
-
-def _judge_once(claim: Claim, index: RunIndex) -> dict[str, Any]:
+    """One claims-table row (before the family adjustment) for `claim` on the runs in `index`. Failed runs
+    (diverged, or not distinguishable from chance) are read by the rule of the method section
+    (`read_failures`), comparison by comparison: claims that do not involve a failed cell are untouched by
+    it, in their estimate and their variance."""
     if isinstance(claim, Difference):
         return judge_difference(claim, index)
     if isinstance(claim, Best):
@@ -384,3 +462,12 @@ def _judge_once(claim: Claim, index: RunIndex) -> dict[str, Any]:
     if isinstance(claim, PairOrder):
         return judge_pair_order(claim, index)
     raise TypeError(f"not a claim: {claim!r}")
+
+
+def _estimate_words(est: stats.Estimate, claim: Claim) -> str:
+    """An estimate's effect and interval in the claim's unit (pp for accuracy)."""
+    scale, unit = (100.0, " pp") if claim.metric.unit == "accuracy" else (1.0, "")
+    effect, low, high = (scale * x for x in (est.effect, est.low, est.high))
+    if math.isnan(low):
+        return f"{effect:+.3g}{unit}"
+    return f"{effect:+.3g}{unit} [{low:+.3g}, {high:+.3g}]"

@@ -23,8 +23,17 @@ from pdelra.results.claim_types import (
     Metric,
     Pooled,
 )
-from pdelra.results.design import GRIDS, CellKey, GridNoise, assume, grid_noise
-from pdelra.runs import BASE_SETTING, COMPLETED, DIVERGED, MAIN_SCALE
+from pdelra.results.design import (
+    FEW_DF,
+    GRIDS,
+    CellKey,
+    GridNoise,
+    assume,
+    binomial_floor,
+    grid_noise,
+    resolution_floor,
+)
+from pdelra.runs import BASE_SETTING, BASELINE, COMPLETED, DIVERGED, MAIN_SCALE
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -41,8 +50,8 @@ class ClaimsInputError(UserError, ValueError):
 class SeedValues:
     """Per-seed values of one cell (or pooled cells) on the metric's tasks: `values` (seed → value) for
     seeds usable on every task, `missing` (what has no run at all), `excluded` (runs that exist but count
-    nowhere), `notes` (what a reader must know: failed runs, missing seeds), the `devices` the runs ran on and
-    `failed` (seed → why, for the runs that diverged or failed to learn: left out of `values`)."""
+    nowhere), `notes` (what a reader must know: missing seeds), the `devices` the runs ran on, `failed`
+    (seed → why, for the runs that diverged or sit at chance: left out of `values`) and `seeds` (its runs)."""
 
     values: dict[int, float]
     missing: list[str]
@@ -51,11 +60,18 @@ class SeedValues:
     devices: set[str] = field(default_factory=set)
     epoch_budgets: set[int] = field(default_factory=set)  # runs.csv's max_epochs of the runs used
     failed: dict[int, str] = field(default_factory=dict)
+    seeds: int = 0  # runs of the cell with a seed, whatever became of them
 
 
-def failed_to_learn(accuracy: float, task: str, n_test: float) -> bool:
-    """A completed run that sits at chance: its test accuracy at or below the upper end of the 95 % binomial
-    interval around 1 / classes on its test set (unknown without n_test: then never)."""
+# What a failed run is called: a diverged run, and a completed one whose accuracy a test on its test set
+# cannot tell from chance (not "failed to learn": a run at 52 % on 2,000 examples may have learned a little).
+DIVERGED_WORD = "diverged"
+AT_CHANCE_WORD = "not distinguishable from chance"
+
+
+def at_chance(accuracy: float, task: str, n_test: float) -> bool:
+    """A completed run not distinguishable from chance: its test accuracy at or below the upper end of the
+    95 % binomial interval around 1 / classes on its test set (unknown without n_test: then never)."""
     if task not in CHANCE_ACCURACY or _isnan(n_test) or n_test <= 0:
         return False
     p0 = CHANCE_ACCURACY[task]
@@ -66,10 +82,11 @@ class RunIndex:
     """The runs table indexed once by (task, variant, scale, setting): every claim reads cells from here.
 
     Refused: two rows of one run (task, variant, scale, setting, seed). Left out with a note: rows without
-    a seed. A run that failed — diverged, or completed at chance (`failed_to_learn`) — is a finding, not
-    noise: it is left out of its cell's values and named in the notes, and the accuracy claims of its cell
-    are judged with and without it (`judge`); other metrics leave a diverged run out (its step time and loss
-    mean nothing)."""
+    a seed. A run that failed — diverged, or completed at chance (`at_chance`) — is a finding, not
+    noise: it is left out of its cell's values and named in the notes; a view that counts the failed runs of
+    chosen cells (`counting`: a diverged run at chance accuracy) is how a claim reads a failure against its
+    cell (`pdelra.results.judge`); other metrics leave a diverged run out (its step time and loss mean
+    nothing)."""
 
     def __init__(self, runs: pd.DataFrame | None):
         self._rows: dict[tuple[str, str, str, str], list[tuple[int, str, dict[str, Any]]]] = {}
@@ -78,7 +95,10 @@ class RunIndex:
         self._noise: dict[tuple[str, str, str], GridNoise] = {}
         self._assumed: dict[str, float] = {}
         self._cells: dict[tuple[Cell, str, str], SeedValues | None] = {}
-        self.failures = False  # `with_failures()`: failed runs counted (at chance when diverged)
+        # (task, cell) whose failed runs this view counts (`counting`), at chance accuracy when diverged
+        self.counted: frozenset[tuple[str, Cell]] = frozenset()
+        self._views: dict[frozenset[tuple[str, Cell]], RunIndex] = {}
+        self._accuracy: dict[str, float] = {}  # task → mean test accuracy of its runs (the binomial guard)
         self._multiscale: dict[str, set[str]] = {}  # task → the positions it ran at several scales
         if runs is None or not len(runs):
             return
@@ -110,16 +130,26 @@ class RunIndex:
                 + "; each (task, variant, scale, setting, seed) must appear once (aggregate refuses them too)"
             )
         self._n_test = {task: float(np.median(v)) for task, v in n_test.items()}
+        accuracy: dict[str, list[float]] = {}
+        for record in records:
+            if not _isnan(record.get(ACCURACY)):
+                accuracy.setdefault(str(record["task"]), []).append(float(record[ACCURACY]))
+        self._accuracy = {task: float(np.mean(v)) for task, v in accuracy.items()}
         for task, variant, scale, setting in self._rows:
             if setting == BASE_SETTING and scale != MAIN_SCALE and variant in DESIGN_VARIANTS:
                 self._multiscale.setdefault(task, set()).add(variant)
 
-    def with_failures(self) -> RunIndex:
-        """The same runs, with every failed run counted (a diverged one at chance accuracy): the view in which
-        a claim involving a failed cell is judged a second time."""
-        other = copy.copy(self)
-        other.failures, other._cells, other._noise = True, {}, {}
-        return other
+    def counting(self, cells: frozenset[tuple[str, Cell]]) -> RunIndex:
+        """The same runs, with the failed runs of `cells` ((task, cell) pairs) counted (a diverged one at
+        chance accuracy) and every other failure set aside: a reading in which a failure counts against its
+        cell (`pdelra.results.judge`). One view per set of cells, made once."""
+        if not cells:
+            return self
+        if cells not in self._views:
+            other = copy.copy(self)
+            other.counted, other._cells, other._noise, other._views = cells, {}, {}, {}
+            self._views[cells] = other
+        return self._views[cells]
 
     def names(self) -> tuple[set[str], set[str]]:
         """(tasks, variants) that have runs."""
@@ -140,37 +170,35 @@ class RunIndex:
         values: dict[int, float] = {}
         failed: dict[int, str] = {}
         accuracy = column == ACCURACY and task in CHANCE_ACCURACY
+        counted = (task, cell) in self.counted
         n_test = self._n_test.get(task, math.nan)
         for seed, status, record in rows:
             value = record.get(column)
             if status == COMPLETED and not _isnan(value):
-                if accuracy and failed_to_learn(float(value), task, record.get("n_test", n_test)):
-                    failed[seed] = "failed to learn"
-                    if self.failures:
+                if accuracy and at_chance(float(value), task, record.get("n_test", n_test)):
+                    failed[seed] = AT_CHANCE_WORD
+                    if counted:
                         values[seed] = float(value)
                 else:
                     values[seed] = float(value)
             elif status == DIVERGED and accuracy:
-                failed[seed] = "diverged"
-                if self.failures:
+                failed[seed] = DIVERGED_WORD
+                if counted:
                     values[seed] = CHANCE_ACCURACY[task]
-        notes = list(self.notes.get(key, []))
-        if failed:
-            where = f"{cell.label()} on {paper.TASK_LABELS.get(task, task)}"
-            for why in ("diverged", "failed to learn"):
-                if n := sum(w == why for w in failed.values()):
-                    notes.append(f"{where}: {why} in {n} of {len(rows)} seeds")  # (FAILED_NOTE reads it)
+        notes = list(self.notes.get(key, []))  # (failed runs: the claims' `failed_runs`, not a note)
         used = [r for s, _, r in rows if s in values]
         devices = {str(r.get("device")) for r in used if not _isnan_or_none(r.get("device"))}
         budgets = {int(r["max_epochs"]) for r in used if not _isnan(r.get("max_epochs"))}
         excluded = sum(1 for s, _, _ in rows if s not in values and s not in failed)
-        return SeedValues(values, [], excluded, notes, devices, budgets, failed)
+        return SeedValues(values, [], excluded, notes, devices, budgets, failed, len(rows))
 
     def grid(self, task: str, keys: set[CellKey]) -> str | None:
         """The grid of `task` that holds every cell of `keys` (`pdelra.results.design`): "main" (the baseline
-        and the seven positions at h1), "scale" (the positions run at several scales, at every scale), or
-        None."""
-        return next((g for g in GRIDS if all(self._in_grid(task, k, g) for k in keys)), None)
+        and the seven positions at h1, and beside them every other variant at h1: a config's own, a related
+        system's), "scale" (the positions run at several scales, at every scale), or None."""
+        return next(
+            (g for g in GRIDS if all(self._in_grid(task, k, g) or self._beside(k, g) for k in keys)), None
+        )
 
     def _in_grid(self, task: str, key: CellKey, grid: str) -> bool:
         variant, scale, setting = key
@@ -178,23 +206,33 @@ class RunIndex:
             return False
         return scale == MAIN_SCALE if grid == "main" else variant in self._multiscale.get(task, set())
 
+    @staticmethod
+    def _beside(key: CellKey, grid: str) -> bool:
+        """A cell measured beside the main grid (`pdelra.results.design`, "cells beside the grid")."""
+        variant, scale, setting = key
+        main = grid == "main" and setting == BASE_SETTING and scale == MAIN_SCALE
+        return main and variant not in DESIGN_VARIANTS
+
     def noise(self, task: str, grid: str, column: str) -> GridNoise:
         """The per-cell noise of one grid of one task (`pdelra.results.design`), computed once: each cell's
-        variance against the grid's other cells, over its usable (learned) runs. Cells outside the grids (a
-        related system's, a config's own variant) are compared by their own paired tests, so that adding
-        them changes no verdict of the paper's claims."""
+        variance against the grid's other cells, over its usable (learned) runs; the baseline keeps its own.
+        Cells beside the main grid (a config's own variant, a related system's) are measured against its
+        cells and borrow from its prior, entering neither, so that adding them changes no verdict of the
+        paper's claims."""
         if (task, grid, column) not in self._noise:
             cells: dict[CellKey, dict[int, float]] = {}
+            beside: dict[CellKey, dict[int, float]] = {}
             for where, variant, scale, setting in self._rows:
                 key = (variant, scale, setting)
-                if where != task or not self._in_grid(task, key, grid):
+                if where != task or not (self._in_grid(task, key, grid) or self._beside(key, grid)):
                     continue
                 found = self.cell(Cell(*key), task, column)
                 if found is not None and found.values:
-                    cells[key] = found.values
-            noise = grid_noise(cells, self._n_test.get(task, math.nan))
+                    (cells if self._in_grid(task, key, grid) else beside)[key] = found.values
+            baseline = frozenset({(BASELINE, MAIN_SCALE, BASE_SETTING)})
+            noise = grid_noise(cells, self._n_test.get(task, math.nan), baseline, beside)
             if task in self._assumed:
-                noise = assume(noise, self._assumed[task])
+                noise = assume(noise, self._assumed[task], baseline)
             self._noise[(task, grid, column)] = noise
         return self._noise[(task, grid, column)]
 
@@ -205,9 +243,28 @@ class RunIndex:
         self._assumed = dict(variances)
         self._noise = {}
 
-    def floor(self, task: str, column: str) -> float:
-        """The smallest variance of one run's value on this task (binomial, for accuracy; else 0)."""
-        return self.noise(task, "main", column).floor if column == ACCURACY else 0.0
+    def floor(self, task: str, column: str, df: int) -> float:
+        """The smallest variance one run's value on this task can be given, for a spread on `df` degrees of
+        freedom (`pdelra.results.design`, "A floor"): for accuracy, the resolution of its test set, and on
+        fewer than `FEW_DF` df the binomial variance; else 0."""
+        if column != ACCURACY:
+            return 0.0
+        n_test = self._n_test.get(task, math.nan)
+        if df < FEW_DF:
+            return binomial_floor(self._accuracy.get(task, math.nan), n_test)
+        return resolution_floor(n_test)
+
+
+def failure_note(cell: Cell, task: str, failed: Mapping[int, str], runs: int) -> str:
+    """'After MLP on PathFinder: diverged in 1 of 5 seeds (seed 0); not distinguishable from chance in 2 of 5
+    seeds (seeds 3, 4)': how a cell's failed runs are named wherever they are (`FAILED_NOTE` reads it)."""
+    parts = []
+    for why in (DIVERGED_WORD, AT_CHANCE_WORD):
+        seeds = sorted(s for s, w in failed.items() if w == why)
+        if seeds:
+            which = f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
+            parts.append(f"{why} in {len(seeds)} of {runs} seeds ({which})")
+    return f"{cell.label()} on {paper.TASK_LABELS.get(task, task)}: {'; '.join(parts)}"
 
 
 def _isnan(value: Any) -> bool:
@@ -225,7 +282,7 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
     """The per-seed value of a cell (or pooled cells), averaged over the metric's tasks; only seeds usable
     on every task (and every pooled cell). Seeds that some part lacks are named in the notes."""
     parts = cells.cells if isinstance(cells, Pooled) else (cells,)
-    per_part: list[tuple[str, dict[int, float]]] = []
+    per_part: list[tuple[str, dict[int, float], set[int]]] = []
     missing: list[str] = []
     notes: list[str] = []
     devices: set[str] = set()
@@ -254,13 +311,14 @@ def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
                     for s, x in values.items()
                     if ref.values.get(s, 0) > 0
                 }
-            per_part.append((where, values))
+            per_part.append((where, values, set(found.failed)))
     if missing or not per_part:
         return SeedValues({}, missing, excluded, notes, devices, budgets)
-    every = set.union(*(set(v) for _, v in per_part))
-    seeds = set.intersection(*(set(v) for _, v in per_part))
-    for where, v in per_part:
-        if lacking := sorted(every - set(v)):
+    every = set.union(*(set(v) for _, v, _ in per_part))
+    seeds = set.intersection(*(set(v) for _, v, _ in per_part))
+    failed = set.union(*(f for _, _, f in per_part))
+    for where, v, f in per_part:  # a failed seed is no missing one: `failed_runs` names it
+        if lacking := sorted(every - set(v) - f):
             notes.append(f"{where} lacks seed(s) {', '.join(map(str, lacking))}")
-    values = {s: sum(v[s] for _, v in per_part) / len(per_part) for s in sorted(seeds)}
-    return SeedValues(values, [], excluded, notes, devices, budgets)
+    values = {s: sum(v[s] for _, v, _ in per_part) / len(per_part) for s in sorted(seeds)}
+    return SeedValues(values, [], excluded, notes, devices, budgets, dict.fromkeys(sorted(failed), "failed"))
