@@ -5,7 +5,8 @@ Runs are drawn as the design makes them: every cell of the paper's grids (5 task
 positions at h1, ListOps' multi-scale cells), a per-(task, seed) effect shared by a task's cells (sd 0.5 pp)
 and per-run noise (sd 0.5 or 1 pp; the paper's Table 15 std is 0.35–0.54 pp), at n = 3 or 5 seeds. The
 truth is Table 10 (per task) and Table 12 (ListOps' scales); step times carry Table 14's overheads with 2 %
-noise. Each replication goes through `pdelra.results.claims.evaluate`, the function `pdelra aggregate` and
+noise; each table carries the real tasks' test-set sizes (`n_test`), as runs.csv does. Each replication
+goes through `pdelra.results.claims.evaluate`, the function `pdelra aggregate` and
 `pdelra claims` call. The rates printed here (run with `-s`) are the ones quoted in the claims module's
 docstring, the README and the report's method section. Fixed seeds: the figures are reproducible.
 """
@@ -26,6 +27,9 @@ from pdelra.results import stats
 from pdelra.results.catalogue.paper import paper_claims
 
 SEED_SD = 0.005
+# The test-set sizes of the real LRA tasks: every table drawn here is shaped like a real one (the floor and
+# the at-chance rule read n_test).
+N_TEST = {"listops": 2000, "text": 25000, "retrieval": 17437, "pathfinder": 20000, "image": 10000}
 SETTINGS = ((5, 0.005), (5, 0.01), (3, 0.005), (3, 0.01))  # (seeds, per-run noise sd)
 REPLICATIONS = 100  # truth = paper, per setting
 NULL_REPLICATIONS = 200
@@ -54,13 +58,16 @@ def draw_runs(
     noise: float,
     null: bool = False,
     noisier: tuple[str, float] = ("", 1.0),
+    own: tuple[tuple[str, float], ...] = (),
 ) -> pd.DataFrame:
     """One replication's runs table, as `pdelra aggregate` writes it (the columns the claims read). With
-    `noisier` (variant, factor), that position's runs, at every scale, have factor × the per-run sd."""
+    `noisier` (variant, factor), that position's runs, at every scale, have factor × the per-run sd. With
+    `own` ((name, gain), …), a config's own variants run beside the grid at the baseline's truth + gain."""
     rows = []
+    gains = dict(own)
     for task in paper.TASKS:
         seed_effect = rng.normal(0, SEED_SD, seeds)
-        for variant in ("none", *paper.POSITIONS):
+        for variant in ("none", *paper.POSITIONS, *gains):
             multiscale = task == "listops" and variant in paper.TABLE12
             for scale in SCALES if multiscale else ("h1",):
                 for seed in range(seeds):
@@ -72,12 +79,15 @@ def draw_runs(
                             "setting": "base",
                             "seed": seed,
                             "status": "completed",
-                            "test_accuracy": truth(task, variant, scale)
+                            "test_accuracy": truth(task, "none" if variant in gains else variant, scale)
+                            + gains.get(variant, 0.0)
                             + seed_effect[seed]
                             + rng.normal(0, noise * (noisier[1] if variant == noisier[0] else 1.0)),
                             "median_step_time_s": step_time(variant, scale, null) * (1 + rng.normal(0, 0.02)),
                             "device": "cuda",
+                            "n_test": N_TEST[task],
                         }
+                        | ({"own_variant": variant in gains} if gains else {})
                     )
     return pd.DataFrame(rows)
 

@@ -14,7 +14,7 @@ from test_claims_reach import draw_runs, paper_truth
 
 from pdelra import paper
 from pdelra.cli import main
-from pdelra.results import seeds
+from pdelra.results import power, seeds
 
 
 def test_without_a_pilot_the_spread_is_table_15s() -> None:
@@ -72,12 +72,43 @@ OWN_STUDY = {
 }  # fmt: skip
 
 
-def _own_plan(pilot: pd.DataFrame | None = None) -> seeds.PowerPlan:
+def _own_plan(pilot: pd.DataFrame | None = None, effect: float | None = None) -> seeds.PowerPlan:
     from pdelra.planning.experiment import lra_runs
 
     config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text()) | OWN_STUDY
     cells = {run[:4] for run in lra_runs(config)}
-    return seeds.seeds_table(pilot, 3, cells, seeds.own_positions(config))
+    return seeds.seeds_table(pilot, 3, cells, seeds.own_positions(config), effect)
+
+
+def test_plan_power_plans_own_variants_at_the_effect_the_user_names(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`plan --power --effect 0.01` (or the config's power_effect): every own claim is planned at +1 pp, at
+    the spread assumed without a pilot, and its seeds are those `pdelra.results.power` gives for 1 pp at that
+    spread and level; a larger named effect needs fewer seeds; the paper's own claim keeps the paper's."""
+    at_1pp = _own_plan(effect=0.01).table.set_index("claim_id")
+    at_2pp = _own_plan(effect=0.02).table.set_index("claim_id")
+    own = at_1pp[at_1pp["family"] == "own"]
+    assert (own["effect_aimed_at"] == 0.01).all() and (own["aim"] == "named (--effect / power_effect)").all()
+    assert (own["seeds_for_80"] > at_2pp.loc[own.index, "seeds_for_80"]).all()
+    for claim_id, row in own.iterrows():  # one comparison each: the seeds of the power function at 1 pp
+        if claim_id.startswith("table11_"):
+            dof = power.DegreesOfFreedom(1.0)  # bounds: a paired t's df grow slowest, full borrowing fastest
+            most = power.seeds_needed(0.01, row["sd_per_seed"], dof, row["level"])
+            least = power.seeds_needed(0.01, row["sd_per_seed"], power.DegreesOfFreedom(100.0), row["level"])
+            assert least <= row["seeds_for_80"] <= most
+    paper_row = at_1pp.loc["table11_sign_after_embedding_listops"]
+    assert paper_row["aim"] == "the paper's" and paper_row["effect_aimed_at"] != 0.01
+    config = yaml.safe_load((REPO / "config" / "demo.yaml").read_text()) | OWN_STUDY
+    path = tmp_path / "own.yaml"
+    path.write_text(yaml.safe_dump(config | {"power_effect": 0.01}))
+    args = ["plan", str(path), "--no-calibration", "--results", str(tmp_path / "none"), "--power"]
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert "for your own variants at the +1.00 pp you named" in printed
+    assert main([*args, "--effect", "0.02"]) == 0
+    assert "at the +2.00 pp you named" in capsys.readouterr().out
+    assert main([*args[:-1], "--effect", "0.02"]) == 1  # --effect alone: one line, no traceback
 
 
 def _own_pilot(seeds_: int, sd: float, gain: float) -> pd.DataFrame:
@@ -149,9 +180,17 @@ def test_an_own_studys_pilot_spread_is_used_and_agrees_with_the_claims_table(tmp
     claims = judged(tmp_path, pilot)
     row = claims.loc["table11_sign_conv_embed_listops"]
     ours = table.loc["table11_sign_conv_embed_listops"]
+    assert row["ci_low"] > 0 and ours["aim"].startswith(f"the pilot's {100 * row['effect']:+.2f} pp [")
     assert ours["effect_aimed_at"] == pytest.approx(row["effect"])
     assert ours["level"] == pytest.approx(row["power_level"], abs=1e-6)  # the family's order is the same here
     assert ours["seeds_for_80"] == row["seeds_needed"] > 3
+    # A 2-seed pilot's effect, its interval holding 0, is shown, not aimed at (it once asked for > 200 seeds).
+    two = _own_pilot(2, 0.01, 0.01)
+    row = judged(tmp_path, two).loc["table11_sign_conv_embed_listops"]
+    unaimed = _own_plan(two).table.set_index("claim_id").loc["table11_sign_conv_embed_listops"]
+    assert row["ci_low"] < 0 < row["ci_high"]
+    assert unaimed["aim"].startswith(f"none: the pilot's {100 * row['effect']:+.2f} pp [")
+    assert np.isnan(unaimed["effect_aimed_at"]) and np.isnan(unaimed["seeds_for_80"])
     one = _own_plan(_own_pilot(1, 0.01, 0.01)).table.set_index("claim_id")
     assert one.loc["table11_sign_conv_embed_listops", "spread_from"] == (
         "Table 15 (the pilot: 1 usable seed(s), a spread needs 2)"

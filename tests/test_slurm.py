@@ -396,12 +396,21 @@ def _stop_training_at_its_first_checkpoint(ws: Path, log_path: Path, smk: subpro
         assert smk.poll() is None, log_path.read_text()[-4000:]
         assert time.monotonic() < deadline, "training never checkpointed"
         time.sleep(0.05)
-    trainer = f"pdelra train .*--checkpoint-dir {ckpt_dir}"
+    # The rule passes its checkpoint folder relative to the workspace, where the job runs: the trainer is the
+    # `pdelra train` process of this run whose working directory is this workspace.
+    trainer = f"pdelra train .*checkpoints/{RUN}"
     found = subprocess.run(["pgrep", "-f", trainer], capture_output=True, text=True)
-    pids = [int(pid) for pid in found.stdout.split()]
-    assert pids, f"no trainer process of {ckpt_dir}"
+    pids = [int(pid) for pid in found.stdout.split() if _cwd(int(pid)) == ws.resolve()]
+    assert pids, f"no trainer process of {ckpt_dir}: {found.stdout!r}"
     for pid in pids:
         os.kill(pid, signal.SIGSTOP)
+
+
+def _cwd(pid: int) -> Path | None:
+    try:
+        return Path(os.readlink(f"/proc/{pid}/cwd")).resolve()
+    except OSError:  # gone already
+        return None
 
 
 def _time_limit_scenario(env: dict[str, str], root: Path) -> dict[str, Any]:

@@ -241,6 +241,15 @@ def add_cost_arguments(parser: argparse.ArgumentParser) -> None:
         "of the plan's LRA training jobs, finished ones included (pdelra.results.seeds)",
     )
     parser.add_argument(
+        "--effect",
+        type=float,
+        default=None,
+        metavar="X",
+        help="with --power: the effect, in accuracy (0.01 = 1 pp), your own variants' claims are planned at: "
+        "the one you care about (default: the config's power_effect; else the pilot's where its 95 %% "
+        "interval is clear of 0, else the paper's diffusion at the variant's position)",
+    )
+    parser.add_argument(
         "--tables",
         type=Path,
         default=None,

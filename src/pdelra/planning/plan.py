@@ -622,9 +622,12 @@ def run(args: argparse.Namespace) -> int:
     )
     print_plan(plan, title=f"plan of {args.config}")
     if args.power:
-        print_power(config, _pilot_runs(args.tables), *_lra_hours(config, plan))
+        effect = config.get("power_effect") if args.effect is None else args.effect
+        print_power(config, _pilot_runs(args.tables), *_lra_hours(config, plan), effect=effect)
     elif args.tables is not None:
         raise PlanError("--tables PILOT goes with --power")
+    elif args.effect is not None:
+        raise PlanError("--effect goes with --power")
     if args.json is not None:
         write_json_atomic(args.json, plan)
     return 0

@@ -168,20 +168,28 @@ def flops_lines(plan: Mapping[str, Any]) -> str:
 
 
 def print_power(
-    config: Mapping[str, Any], pilot: pd.DataFrame | None, lra_hours: float, unit: str = "GPU-hours"
+    config: Mapping[str, Any],
+    pilot: pd.DataFrame | None,
+    lra_hours: float,
+    unit: str = "GPU-hours",
+    effect: float | None = None,
 ) -> None:
     """The seeds each claim of the config needs (the paper's claims on the cells it runs, and its own
-    variants'; `pdelra.results.seeds`, from the `pilot` runs table when given) and what seed counts cost,
-    priced from the plan: `lra_hours` of its LRA training jobs, finished or not (an extra seed costs what
-    one ran or is expected to), per seed of the config."""
+    variants', at `effect` where one is named; `pdelra.results.seeds`, from the `pilot` runs table when given)
+    and what seed counts cost, priced from the plan: `lra_hours` of its LRA training jobs, finished or not (an
+    extra seed costs what one ran or is expected to), per seed of the config."""
     import pandas as pd
 
     planned = experiment.lra_runs(config)
     n_seeds = len({run[4] for run in planned}) or 1
     cells = {run[:4] for run in planned}
-    table, unplanned = seeds.seeds_table(pilot, n_seeds, cells, seeds.own_positions(config))
+    table, unplanned = seeds.seeds_table(pilot, n_seeds, cells, seeds.own_positions(config), effect)
     hours_per_seed = lra_hours / n_seeds if lra_hours else None
-    where = "at the paper's effect, or for your own variants the one assumed or the pilot's"
+    where = (
+        "at the paper's effect, or for your own variants the one assumed or the pilot's"
+        if effect is None
+        else f"at the paper's effect, or for your own variants at the {100 * effect:+.2f} pp you named"
+    )
     print(f"\nseeds each claim of this config needs for 80 % power {where} ({n_seeds} in this config):")
     if table.empty:
         print("  none: the config runs no cell a claim compares")

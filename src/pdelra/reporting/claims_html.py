@@ -34,8 +34,9 @@ HEADLINE_HEADER = (
 
 def claims_table_html(rows: pd.DataFrame, table_id: str = "") -> str:
     """Claims as an HTML table, the verdict cell in its colour (with the unadjusted word when Holm changed
-    it) and what would decide an undecided one: the one renderer of claims for both pages. The paper's and
-    the size columns are left out when no row has a paper value (a config's own variants)."""
+    it), the failed runs each claim set aside or counted under its statement, and what would decide an
+    undecided one: the one renderer of claims for both pages. The paper's and the size columns are left out
+    when no row has a paper value (a config's own variants)."""
     paper_side = rows["paper_effect"].notna().any()
     header = [h for h in HEADLINE_HEADER if paper_side or h not in ("paper", "size")]
     body = []
@@ -45,7 +46,7 @@ def claims_table_html(rows: pd.DataFrame, table_id: str = "") -> str:
             verdict += f" ({html.escape(str(c['verdict_unadjusted']))} unadjusted)"
         cells = [
             f"<td><code>{html.escape(str(c['claim_id']))}</code></td>",
-            f"<td>{html.escape(str(c['claim']))}</td>",
+            f"<td>{html.escape(str(c['claim']))}{failed_runs_line(c)}</td>",
             *([f'<td style="{NUMERIC}">{style.effect(c["paper_effect"])}</td>'] if paper_side else []),
             f'<td style="{NUMERIC}">{effect_ci(c)}</td>',
             f"<td>{html.escape(str(c['unit']))}</td>",
@@ -100,6 +101,32 @@ def not_run_line(rows: pd.DataFrame) -> str:
         f"<p>{len(missing)} of the paper's headline claims did not run (a configuration they compare has no "
         f"run in this experiment): {ids}.</p>"
     )
+
+
+def failed_runs_line(claim: pd.Series) -> str:
+    """The claim's failed runs and how it read them (claims.csv's `failed_runs`), one line under its
+    statement; '' without failures."""
+    failed = claim.get("failed_runs")
+    if not isinstance(failed, str) or not failed:
+        return ""
+    return f'<br><small class="failed-runs">Failed runs: {html.escape(failed)}</small>'
+
+
+FAILURES_TITLE = "Runs that did not learn"
+FAILURES_INTRO = (
+    "Whether each configuration learns, apart from how well it does when it learns: every cell with a run "
+    "that diverged, or whose test accuracy is not distinguishable from chance on its test set (the 95 % "
+    "binomial interval of 1 / classes). Each claim above names the failed runs it set aside or counted."
+)
+
+
+def failures_html(failures: pd.DataFrame) -> str:
+    """failures.csv (`pdelra.results.failures`) as a list, one cell's finding a line ('' when no run
+    failed): the one renderer of the failures for both pages."""
+    if failures.empty:
+        return ""
+    items = "".join(f"<li>{html.escape(str(f))}</li>" for f in failures["finding"])
+    return f'<ul class="failures">{items}</ul>'
 
 
 def effect_ci(claim: pd.Series) -> str:

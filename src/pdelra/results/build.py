@@ -24,6 +24,7 @@ from pdelra.results import claims as claims_mod
 from pdelra.results import diagnostics, related, tables
 from pdelra.results.catalogue import all_claims, new_tasks, own
 from pdelra.results.diagnostics import TABLES as DIAGNOSTICS_TABLES
+from pdelra.results.failures import failures_table
 from pdelra.results.related import TABLES as RELATED_TABLES
 from pdelra.results.tables import COMPARISON_TABLES
 
@@ -34,7 +35,7 @@ log = logging.getLogger(__name__)
 
 # What `derived_tables` returns, by name (each written as NAME.csv): a fixed list, so the workflow can
 # declare every file.
-DERIVED_TABLES = (*COMPARISON_TABLES, *RELATED_TABLES, *DIAGNOSTICS_TABLES, "claims")
+DERIVED_TABLES = (*COMPARISON_TABLES, *RELATED_TABLES, *DIAGNOSTICS_TABLES, "claims", "failures")
 # The tables `pdelra aggregate` writes (as NAME.csv), all of which the report reads: the run tables
 # (pdelra.results.tables.run_tables, and runs.csv), then what `derived_tables` derives from them (the paper
 # comparisons, the related systems', the diagnostics' summaries and the claims).
@@ -80,7 +81,8 @@ def derived_tables(
     inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] = parts_registry.BUILTIN
 ) -> dict[str, pd.DataFrame]:
     """Every table computed from the inputs: the paper comparisons, the related systems', the diagnostics'
-    summaries and the claims (of the LRA runs and of `parts`), by name (each is written as NAME.csv)."""
+    summaries, the claims (of the LRA runs and of `parts`) and the cells' failed runs, by name (each is
+    written as NAME.csv)."""
     import pandas as pd
 
     empty = pd.DataFrame()
@@ -91,6 +93,7 @@ def derived_tables(
         inputs.get("lm_runs", empty), inputs.get("lm_dynamics", empty), runs, inputs.get("cost", empty)
     )
     out |= diagnostics.summarise(inputs.get("diagnostics", empty), runs)
+    out["failures"] = failures_table(runs)  # whether each cell learns: a finding apart from the claims
     if set(out) != set(DERIVED_TABLES):
         raise AssertionError(f"derived tables {sorted(out)} differ from DERIVED_TABLES")
     return out

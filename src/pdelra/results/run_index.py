@@ -151,6 +151,10 @@ class RunIndex:
             self._views[cells] = other
         return self._views[cells]
 
+    def run_keys(self) -> list[tuple[str, str, str, str]]:
+        """Every (task, variant, scale, setting) with a run, in the runs table's order."""
+        return list(self._rows)
+
     def names(self) -> tuple[set[str], set[str]]:
         """(tasks, variants) that have runs."""
         return {k[0] for k in self._rows}, {k[1] for k in self._rows}

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from pdelra import paper
 from pdelra.results import claims as C
 from pdelra.results import power
+from pdelra.results.catalogue.own import FAMILY as OWN_FAMILY
 from pdelra.results.catalogue.own import own_variant_claims
 from pdelra.results.catalogue.paper import paper_claims
 from pdelra.results.design import MIN_REFERENCE
@@ -140,15 +141,18 @@ def seeds_table(
     seeds: int = PLANNING_SEEDS,
     cells: Iterable[PlannedCell] | None = None,
     own: Mapping[str, str | None] | None = None,
+    effect: float | None = None,
 ) -> PowerPlan:
     """Per accuracy claim of the planned cells (`cells`: a config's; None: the paper's grids) and of its own
-    variants (`own`, `pdelra.results.catalogue.own`): family, the effect aimed at (the paper's; for an own
-    variant, the planned one or the pilot's), where the spread comes from, the spread of one seed's value of
-    the effect, the planned level, the power at `seeds`, the seeds for 80 % power and the smallest effect
-    `seeds` decide with 80 % power. The spread: the assumed noise of the task (`assumed_noise`), or, with a
-    pilot, for a claim whose cells are outside the task's grid (an own variant) or whose task the pilot's
-    grid does not measure, the pilot's own spread of that comparison, as the claims table measures it; when
-    the pilot cannot give one, the row says why."""
+    variants (`own`, `pdelra.results.catalogue.own`): family, the effect aimed at and why (`aim`: the
+    paper's; for an own variant, `effect` where the user names one, else the pilot's where its 95 % interval
+    is clear of 0, else the paper's diffusion at its position; a pilot's effect whose interval holds 0 is
+    shown, not aimed at: a 2-seed pilot's noisy effect asked for > 200 seeds), where the spread comes
+    from, the spread of one seed's value of the effect, the planned level, the power at `seeds`, the seeds
+    for 80 % power and the smallest effect `seeds` decide with 80 % power. The spread: the assumed noise of
+    the task (`assumed_noise`), or, with a pilot, for a claim whose cells are outside the task's grid (an own
+    variant) or whose task the pilot's grid does not measure, the pilot's own spread of that comparison, as
+    the claims table measures it; when the pilot cannot give one, the row says why."""
     import pandas as pd
 
     noise = assumed_noise(pilot)
@@ -169,14 +173,20 @@ def seeds_table(
         terms = in_grid or _assumed_difference(claim, row, noise)
         sources = sorted({noise[t][1] for t in claim.metric.tasks if t in noise})
         graded = in_grid is not None and all(src.startswith("pilot") for src in sources)
+        aim = "the paper's" if not math.isnan(claim.paper_effect) else "the paper's diffusion at its position"
         if pilot_index is not None and not graded:
-            measured, why = _pilot_terms(claim, pilot_index)
+            measured, why, pilot_row = _pilot_terms(claim, pilot_index)
             if measured is not None:
                 terms, sources = measured, [f"pilot (this comparison, {why})"]
+                if math.isnan(claim.paper_effect):
+                    aim, terms = _pilot_aim(pilot_row, terms)
             else:
                 sources = [f"{'; '.join(sources)} (the pilot: {why})"]
         if terms is None:
             continue
+        if effect is not None and claim.family == OWN_FAMILY:  # the effect the user cares about
+            terms = ([(effect, sd, dof) for _, sd, dof in terms[0]], terms[1], terms[2])
+            aim = "named (--effect / power_effect)"
         rows.append(
             {
                 "claim_id": claim.claim_id,
@@ -184,6 +194,7 @@ def seeds_table(
                 "effect_aimed_at": claim.paper_effect
                 if not math.isnan(claim.paper_effect)
                 else terms[0][0][0],
+                "aim": aim,
                 "spread_from": "; ".join(sources),
                 "sd_per_seed": max(t[1] for t in terms[0]),
                 "_terms": terms[0],
@@ -230,20 +241,32 @@ def _assumed_difference(
     return [(float(row["effect"]), sd, power.DegreesOfFreedom(1.0))], None, math.nan
 
 
-def _pilot_terms(claim: C.Claim, pilot: C.RunIndex) -> tuple[Terms | None, str]:
+def _pilot_terms(claim: C.Claim, pilot: C.RunIndex) -> tuple[Terms | None, str, Mapping[str, Any]]:
     """The claim's comparisons as the pilot measures them (aimed at the paper's effect, or the pilot's own
-    where the paper has none, as the claims table does), and how many seeds; or None and why not."""
+    where the paper has none, as the claims table does), and how many seeds; or None and why not; and the
+    pilot's row of the claim."""
     row = C.judge(claim, pilot)
     if row["verdict_unadjusted"] == "not run":
-        return None, "no run of a cell it compares"
+        return None, "no run of a cell it compares", row
     n = int(row["n"])
     if n < 2:
-        return None, f"{n} usable seed(s), a spread needs 2"
+        return None, f"{n} usable seed(s), a spread needs 2", row
     terms = _terms(row)
     if terms is None:
-        return None, f"no spread over its {n} seeds"
+        return None, f"no spread over its {n} seeds", row
     aimed = [(g if not math.isnan(g) else float(row["effect"]), sd, dof) for g, sd, dof in terms[0]]
-    return (aimed, terms[1], terms[2]), f"{n} seeds"
+    return (aimed, terms[1], terms[2]), f"{n} seeds", row
+
+
+def _pilot_aim(row: Mapping[str, Any], terms: Terms) -> tuple[str, Terms]:
+    """An own claim's aim from its pilot: the pilot's effect where its 95 % interval is clear of 0; else none
+    (the effect is shown in `aim`, and `--effect` names one): a noisy pilot's effect is no plan."""
+    effect, low, high = (100 * float(row[k]) for k in ("effect", "ci_low", "ci_high"))
+    shown = f"the pilot's {effect:+.2f} pp [{low:+.2f}, {high:+.2f}]"
+    if low > 0 or high < 0:
+        return shown, terms
+    unaimed = [(math.nan, sd, dof) for _, sd, dof in terms[0]]
+    return f"none: {shown} holds 0, name one (--effect)", (unaimed, terms[1], terms[2])
 
 
 def _aims(row: Mapping[str, Any]) -> bool:

@@ -33,10 +33,13 @@ from pdelra.atomic import atomic_dir
 from pdelra.errors import UserError
 from pdelra.reporting.banner import banner_html
 from pdelra.reporting.claims_html import (
+    FAILURES_INTRO,
+    FAILURES_TITLE,
     NEW_TASKS_INTRO,
     NEW_TASKS_TITLE,
     OWN_INTRO,
     claims_table_html,
+    failures_html,
     new_task_rows,
     not_run_line,
     own_rows,
@@ -161,11 +164,18 @@ def _claims_html(claims_csv: Path) -> str:
             words = ", ".join(f"{n} {html.escape(v)}" for v, n in part["verdict"].value_counts().items())
             lines.append(f"<li>{family.label} ({len(part)} claims, Holm within the family): {words}</li>")
     others = f"<ul>{''.join(lines)}</ul>" if lines else ""
+    failures = read_table(claims_csv.parent / "failures.csv")
+    failed = (
+        f"<h3>{FAILURES_TITLE}</h3><p>{html.escape(FAILURES_INTRO)}</p>{failures_html(failures)}"
+        if len(failures)
+        else ""
+    )
     return f"""{yours}
 <h2>Verdicts</h2>
 <p class="badges">{len(claims)} claims: {badges}</p>
 {claims_table_html(ran, "claims") if len(ran) else ""}
 {not_run_line(head)}
+{failed}
 {others}
 <p class="rule">{_markdown_bold(VERDICT_RULE)} Every claim with its method, p-values and details:
 <a href="tables/claims.csv">tables/claims.csv</a>.</p>"""

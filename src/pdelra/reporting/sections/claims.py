@@ -9,11 +9,14 @@ from typing import TYPE_CHECKING
 from pdelra import paper
 from pdelra.reporting import style
 from pdelra.reporting.claims_html import (
+    FAILURES_INTRO,
+    FAILURES_TITLE,
     NEW_TASKS_INTRO,
     NEW_TASKS_TITLE,
     OWN_INTRO,
     claims_table_html,
     effect_ci,
+    failures_html,
     new_task_rows,
     not_run_line,
     own_rows,
@@ -63,6 +66,11 @@ def render(report: Report) -> None:
         display(HTML(claims_table_html(ran_head)))
     if folded := not_run_line(head):
         display(HTML(folded))
+    failures = report.table("failures")
+    if len(failures):
+        save_table(failures, report.out_dir, "failures", f"{FAILURES_TITLE}: each cell's failed runs")
+        say(f"**{FAILURES_TITLE}.** {FAILURES_INTRO}")
+        display(HTML(failures_html(failures)))
     # The headline accuracy claims that ran; a study whose headline cannot run yet (one task) shows its
     # Table 11 signs instead. Claims that did not run have no effect to draw.
     ran = head[(head["unit"] == "accuracy") & (head["verdict"] != "not run")]
