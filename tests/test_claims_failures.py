@@ -36,9 +36,9 @@ Change = Callable[[pd.DataFrame, np.random.Generator], pd.DataFrame]
 
 
 def at_chance(task: str, variant: str, seeds: tuple[int, ...]) -> Change:
-    """`variant`'s runs on `task` at `seeds` completed at chance: at 1 / classes or up to one binomial sd of the
-    test set below it (runs that learned nothing; a draw above chance may be told from it, and would not be
-    a failure)."""
+    """`variant`'s runs on `task` at `seeds` completed at chance: at 1 / classes or up to one binomial sd of
+    the test set below it (runs that learned nothing; a draw above chance may be told from it, and would not
+    be a failure)."""
 
     def change(runs: pd.DataFrame, rng: np.random.Generator) -> pd.DataFrame:
         hit = (runs["task"] == task) & (runs["variant"] == variant) & (runs["scale"] == "h1")

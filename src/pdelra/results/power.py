@@ -202,3 +202,4 @@ def claim_power(
     return power_all(effects, sds, n, dofs, level, correlation), seeds_needed_all(
         effects, sds, dofs, level, correlation
     )
+
