@@ -22,7 +22,7 @@ from pdelra.results.verdict_rule import VERDICT_RULE
 from pdelra.runs import run_dir
 from pdelra.steps.aggregate import aggregate
 from pdelra.steps.diagnose import diverged_reason, skipped_run
-from pdelra.steps.report import ReportError, build_report, write_partial_tables
+from pdelra.steps.report import ReportError, _claims_html, build_report, write_partial_tables
 
 NOTEBOOK = REPO / "workflow" / "notebooks" / "report.ipynb"
 PDELRA = ["pdelra"]  # the installed entry point, found on the venv's PATH (tool_env)
@@ -589,3 +589,35 @@ def test_the_claims_table_prints_the_columns_a_reader_needs(
     effect = claims.loc["multiscale_gain_after_embedding"]
     assert f"{effect['effect']:+.4f} [{effect['ci_low']:+.4f}, {effect['ci_high']:+.4f}]" in row
     assert f"({effect['source']})" in row
+
+
+def test_both_pages_name_the_failed_runs(tmp_path: Path) -> None:
+    """A diverged run is a finding on both pages: the report's claims section and the landing page list it
+    under "Runs that did not learn", and each claim row that read it says so under its statement (here the
+    multi-scale row: After Embedding's h4 cell, the one compared with, lost seed 1: set aside)."""
+    train = {"batch_size": 32, "warmup_steps": 50, "max_epochs": 3, "lr": 0.003, "weight_decay": 1e-5}
+    common = {"run_config": {"model": {"alpha_init": 0.1}, "train": train}, "planned_steps": 30,
+              "steps_per_epoch": 10}  # fmt: skip
+    files = []
+    for seed in range(3):
+        for variant in ("none", "after_embedding"):
+            acc = paper.TABLE10["none"]["listops"] + (0.05 if variant != "none" else 0.0) + 0.002 * seed
+            files.append(write_metrics(tmp_path / "runs", "listops", variant, "h1", seed, acc, **common))
+        for scale in ("h2", "h4", "multi"):
+            acc = paper.TABLE12["after_embedding"][scale] + 0.002 * seed
+            status = "diverged" if (scale, seed) == ("h4", 1) else "completed"
+            value = None if status == "diverged" else acc
+            files.append(write_metrics(tmp_path / "runs", "listops", "after_embedding", scale, seed, value,
+                                       status=status, **common))  # fmt: skip
+    aggregate(files, tmp_path / "tables")
+    with pytest.MonkeyPatch.context() as mp:
+        shown, _ = render_sections(tmp_path / "tables", tmp_path / "report", mp)
+    finding = "After Embedding (h4) on ListOps: diverged in 1 of 3 seeds (seed 1)"
+    line = f"Failed runs: {finding} — set aside"
+    report_text = _text(shown)
+    landing = _claims_html(tmp_path / "report" / "tables" / "claims.csv")
+    for page in (report_text, landing):
+        assert "Runs that did not learn" in page and f"<li>{finding}</li>" in page
+        row = next(r for r in page.split("<tr>") if "multiscale_gain_after_embedding" in r)
+        assert line in row
+        assert "Failed runs:" not in next(r for r in page.split("<tr>") if "after_embedding_gain<" in r)
