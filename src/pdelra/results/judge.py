@@ -9,6 +9,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from pdelra import paper
 from pdelra.results import stats
 from pdelra.results.claim_types import (
     ACCURACY,
@@ -116,16 +117,32 @@ def read_failures(
     return Read(shown, readings, how)
 
 
+# Past this many failed cells a claim's `failed_runs` counts them per task (failures.csv names each).
+NAMED_CELLS = 3
+
+
 def failed_runs_line(reads: Sequence[Read]) -> str:
-    """The claims table's `failed_runs`: each failed run of the claim's cells and how it was read, in one
-    line ('' without failures)."""
-    ways: dict[str, list[str]] = {}
+    """The claims table's `failed_runs`, one line ('' without failures): each failed cell of the claim with
+    its runs and how it was read ("Baseline on PathFinder: diverged in 1 of 5 seeds (seed 0) — set aside");
+    past `NAMED_CELLS` cells, how many per task and reading (a ranking of eight cells on a task where none
+    learned would list sixteen)."""
+    ways: dict[tuple[str, Cell], tuple[str, list[str]]] = {}
     for read in reads:
-        for note, how in read.failed.values():
-            ways.setdefault(note, [])
-            if how not in ways[note]:
-                ways[note].append(how)
-    return "; ".join(f"{note} — {' / '.join(hows)}" for note, hows in ways.items())
+        for key, (note, how) in read.failed.items():
+            hows = ways.setdefault(key, (note, []))[1]
+            if how not in hows:
+                hows.append(how)
+    if len(ways) <= NAMED_CELLS:
+        return "; ".join(f"{note} — {' / '.join(hows)}" for note, hows in ways.values())
+    counted: dict[str, dict[str, int]] = {}
+    for (task, _), (_, hows) in ways.items():
+        per_task = counted.setdefault(" / ".join(hows), {})
+        per_task[task] = per_task.get(task, 0) + 1
+    return f'{len(ways)} cells with failed runs (each under "Runs that did not learn"): ' + "; ".join(
+        f"{how} — "
+        + ", ".join(f"{paper.TASK_LABELS.get(t, t)} {n} cell{'s' if n > 1 else ''}" for t, n in tasks.items())
+        for how, tasks in counted.items()
+    )
 
 
 # ----------------------------------------------------------------------------------------------------

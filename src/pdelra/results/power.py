@@ -202,4 +202,3 @@ def claim_power(
     return power_all(effects, sds, n, dofs, level, correlation), seeds_needed_all(
         effects, sds, dofs, level, correlation
     )
-
