@@ -33,7 +33,7 @@ from pdelra.results.run_index import (
     RunIndex,
     SeedValues,
     _isnan,
-    failure_note,
+    failure_words,
     seed_values,
 )
 from pdelra.results.stats import ALPHA
@@ -55,7 +55,7 @@ class Read:
     """One comparison as its failed runs are read (`read_failures`): `shown`, the reading whose estimate the
     row shows (the learned runs; the failed runs counted where no run learned); `readings`, every reading
     that must agree for a decision (an intersection–union test: each direction's p is their largest);
-    `failed`, per failed (task, cell), its note and how it was read."""
+    `failed`, per failed (task, cell), its failures in words and how it was read."""
 
     shown: Comparison
     readings: list[Comparison]
@@ -100,7 +100,7 @@ def read_failures(
     if not (failed_a or failed_b):
         learned = compare(index, a, b, metric, sign)
         return Read(learned, [learned])
-    notes = {k: failure_note(k[1], k[0], v.failed, v.seeds) for k, v in (failed_a | failed_b).items()}
+    notes = {k: failure_words(v.failed, v.seeds) for k, v in (failed_a | failed_b).items()}
     # A side with fewer than 2 seeds that learned (on every task it averages) is read at its failures.
     unlearned = {
         k
@@ -122,27 +122,35 @@ NAMED_CELLS = 3
 
 
 def failed_runs_line(reads: Sequence[Read]) -> str:
-    """The claims table's `failed_runs`, one line ('' without failures): each failed cell of the claim with
-    its runs and how it was read ("Baseline on PathFinder: diverged in 1 of 5 seeds (seed 0) — set aside");
-    past `NAMED_CELLS` cells, how many per task and reading (a ranking of eight cells on a task where none
-    learned would list sixteen)."""
-    ways: dict[tuple[str, Cell], tuple[str, list[str]]] = {}
+    """The claims table's `failed_runs`, one line ('' without failures): each failed cell of the claim, the
+    tasks where its runs failed alike, and how it was read ("Baseline on PathFinder: diverged in 1 of 5 seeds
+    (seed 0) — set aside"); past `NAMED_CELLS` of those, how many per reading and task (a ranking of eight
+    cells on a task where none learned would list sixteen)."""
+    hows: dict[tuple[str, Cell], list[str]] = {}
+    words: dict[tuple[str, Cell], str] = {}
     for read in reads:
-        for key, (note, how) in read.failed.items():
-            hows = ways.setdefault(key, (note, []))[1]
-            if how not in hows:
-                hows.append(how)
-    if len(ways) <= NAMED_CELLS:
-        return "; ".join(f"{note} — {' / '.join(hows)}" for note, hows in ways.values())
-    counted: dict[str, dict[str, int]] = {}
-    for (task, _), (_, hows) in ways.items():
-        per_task = counted.setdefault(" / ".join(hows), {})
+        for key, (said, how) in read.failed.items():
+            words[key] = said
+            if how not in hows.setdefault(key, []):
+                hows[key].append(how)
+    alike: dict[tuple[Cell, str, str], list[str]] = {}
+    for (task, cell), said in words.items():
+        alike.setdefault((cell, said, " / ".join(hows[(task, cell)])), []).append(task)
+    if len(alike) <= NAMED_CELLS:
+        return "; ".join(
+            f"{cell.label()} on {', '.join(paper.TASK_LABELS.get(t, t) for t in tasks)}: {said} — {how}"
+            for (cell, said, how), tasks in alike.items()
+        )
+    per_reading: dict[str, dict[str, int]] = {}
+    for (task, _), way in hows.items():
+        per_task = per_reading.setdefault(" / ".join(way), {})
         per_task[task] = per_task.get(task, 0) + 1
-    return f'{len(ways)} cells with failed runs (each under "Runs that did not learn"): ' + "; ".join(
+    counts = "; ".join(
         f"{how} — "
-        + ", ".join(f"{paper.TASK_LABELS.get(t, t)} {n} cell{'s' if n > 1 else ''}" for t, n in tasks.items())
-        for how, tasks in counted.items()
+        + ", ".join(f"{paper.TASK_LABELS.get(t, t)} {n} cell{'s' * (n > 1)}" for t, n in tasks.items())
+        for how, tasks in per_reading.items()
     )
+    return f'{len(hows)} failed cells (each under "Runs that did not learn"): {counts}'
 
 
 # ----------------------------------------------------------------------------------------------------

@@ -262,13 +262,18 @@ class RunIndex:
 def failure_note(cell: Cell, task: str, failed: Mapping[int, str], runs: int) -> str:
     """'After MLP on PathFinder: diverged in 1 of 5 seeds (seed 0); not distinguishable from chance in 2 of 5
     seeds (seeds 3, 4)': how a cell's failed runs are named wherever they are (`FAILED_NOTE` reads it)."""
+    return f"{cell.label()} on {paper.TASK_LABELS.get(task, task)}: {failure_words(failed, runs)}"
+
+
+def failure_words(failed: Mapping[int, str], runs: int) -> str:
+    """'diverged in 1 of 5 seeds (seed 0); …': a cell's failed runs on one task, without the cell."""
     parts = []
     for why in (DIVERGED_WORD, AT_CHANCE_WORD):
         seeds = sorted(s for s, w in failed.items() if w == why)
         if seeds:
             which = f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))}"
             parts.append(f"{why} in {len(seeds)} of {runs} seeds ({which})")
-    return f"{cell.label()} on {paper.TASK_LABELS.get(task, task)}: {'; '.join(parts)}"
+    return "; ".join(parts)
 
 
 def _isnan(value: Any) -> bool:
