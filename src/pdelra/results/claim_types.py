@@ -36,8 +36,6 @@ EQUIVALENCE_MARGIN = 0.01
 # A completed run is "not distinguishable from chance" when its accuracy is within the 95 % binomial interval
 # of chance (or below).
 FAILURE_Z = NormalDist().inv_cdf(1 - ALPHA / 2)
-# a failure's note in a detail (`pdelra.results.run_index.failure_note`)
-FAILED_NOTE = re.compile(r": (diverged|not distinguishable from chance) in \d+ of \d+ seeds")
 # a detail's word for the learned runs alone, where failed runs counted against a cell also decide
 LEARNED_ALONE = re.compile(r"the runs that learned alone read (\w+)")
 

@@ -118,7 +118,6 @@ from pdelra.results.claim_types import (
     CLAIM_COLUMNS,
     COST_UNIT,
     EQUIVALENCE_MARGIN,
-    FAILED_NOTE,
     FAMILIES,
     LEARNED_ALONE,
     VERDICTS,
@@ -295,7 +294,9 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
     n, seeds, at_paper = int(claim["n"]), claim.get("seeds_needed"), claim.get("power_at_paper")
     failed = str(claim.get("failed_runs") or "")
     if n < 2 and claim.get("kind") != "association":
-        if FAILED_NOTE.search(failed):  # runs ran, but they did not learn
+        if COUNTED in failed:  # a cell with no run that learned was read at its failures
+            return f"2 seeds or more whose runs learn (a cell it compares learned in none of its {n})"
+        if failed:  # runs ran, but some did not learn
             return f"2 seeds or more whose runs learn ({n} did on all it compares)"
         return f"2 seeds or more to test it ({n} ran)"
     if COUNTED in failed:  # a cell with no run that learned was read at its failures and decided nothing

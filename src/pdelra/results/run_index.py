@@ -261,7 +261,7 @@ class RunIndex:
 
 def failure_note(cell: Cell, task: str, failed: Mapping[int, str], runs: int) -> str:
     """'After MLP on PathFinder: diverged in 1 of 5 seeds (seed 0); not distinguishable from chance in 2 of 5
-    seeds (seeds 3, 4)': how a cell's failed runs are named wherever they are (`FAILED_NOTE` reads it)."""
+    seeds (seeds 3, 4)': how a cell's failed runs are named wherever they are."""
     return f"{cell.label()} on {paper.TASK_LABELS.get(task, task)}: {failure_words(failed, runs)}"
 
 
