@@ -432,3 +432,14 @@ def test_the_order_leaves_out_the_pairs_it_says_it_leaves_out(tmp_path: Path) ->
     assert "left out (paper gap within ±0.01)" in row["detail"]
     assert "of those, reversed here (not judged): Layer Diffusion > After MLP" in row["detail"]
     assert row["claim"].endswith("closer pairs are left out")
+
+
+def test_what_would_decide_reads_claims_csv_as_written(tmp_path: Path) -> None:
+    """A row read back from claims.csv has NaN where it named no failed run: it says it needs more seeds,
+    not runs that learn (the landing page reads claims.csv)."""
+    claims = judged(tmp_path, paper_runs(seeds=1)).reset_index()
+    row = claims.set_index("claim_id").loc["after_embedding_gain"].to_dict() | {
+        "claim_id": "after_embedding_gain"
+    }
+    assert not isinstance(row["failed_runs"], str)
+    assert C.what_would_decide(row) == "2 seeds or more to test it (1 ran)"

@@ -292,7 +292,8 @@ def what_would_decide(claim: Mapping[str, Any]) -> str:
     if claim.get("verdict") != "inconclusive" or _isnan(claim.get("n")):
         return ""
     n, seeds, at_paper = int(claim["n"]), claim.get("seeds_needed"), claim.get("power_at_paper")
-    failed = str(claim.get("failed_runs") or "")
+    failed = claim.get("failed_runs")
+    failed = failed if isinstance(failed, str) else ""  # (read back from claims.csv, an empty cell is NaN)
     if n < 2 and claim.get("kind") != "association":
         if COUNTED in failed:  # a cell with no run that learned was read at its failures
             return f"2 seeds or more whose runs learn (a cell it compares learned in none of its {n})"
