@@ -24,7 +24,7 @@ from conftest import REPO, load_config, make_workspace, snakemake_command, tool_
 
 from pdelra import runs as run_layout
 from pdelra.cta_official import grid as cta_grid
-from pdelra.planning import experiment, slurm_site
+from pdelra.planning import experiment, gpu_models, slurm_site
 
 ACCOUNT = "pdelra"
 MAX_RUNTIME = 20
@@ -77,6 +77,20 @@ else:
     cpus = next((a.split("=")[1] for a in args if a.startswith("--cpus-per-task=")), "1")
     log = args[args.index("--output") + 1].replace("%j", str(job_id))
     env = {**os.environ, "SLURM_JOB_ID": str(job_id), "SLURM_CPUS_PER_TASK": cpus}
+    # A site of named nodes ($STUB_NODES 'NODE:FEATURE ...'): the job runs on the first whose feature its -C
+    # allows and its --exclude does not name; on a node of $STUB_NO_CUDA it finds no GPU, on the others the
+    # CPU stands in for the GPU (PDELRA_ALLOW_CPU=1).
+    if os.environ.get("STUB_NODES"):
+        constraint = next((args[i + 1] for i, a in enumerate(args) if a == "-C"), None)
+        excluded = {n for a in args if a.startswith("--exclude=") for n in a.split("=", 1)[1].split(",")}
+        node = next(name for name, feature in (item.split(":") for item in os.environ["STUB_NODES"].split())
+                    if name not in excluded and (constraint is None or feature in constraint.split("|")))
+        env["SLURMD_NODENAME"] = node
+        env.pop("PDELRA_ALLOW_CPU", None)
+        if node not in os.environ.get("STUB_NO_CUDA", "").split():
+            env["PDELRA_ALLOW_CPU"] = "1"
+        with open(state / "nodes.log", "a") as f:
+            f.write(f"{job_id} {rule} {node}\n")
     with open(log, "w") as out:
         done = subprocess.run(["sh", "-c", wrap], env=env, stdout=out, stderr=subprocess.STDOUT)
     outcome = "COMPLETED" if done.returncode == 0 else "FAILED"
@@ -391,8 +405,11 @@ def _ready_inputs(ws: Path, config: dict, smoke_ok: bool) -> str:
     passed where `smoke_ok`, and so do the runs of the first diagnose job (listops part 0), so that it is
     ready beside them. Returns that job's runs' class, as the order counts it."""
     if smoke_ok:
-        (ws / "results" / config["experiment"] / "cluster").mkdir(parents=True)
-        (ws / "results" / config["experiment"] / "cluster" / "smoke.ok").write_text("")
+        smoke = ws / "results" / config["experiment"] / "cluster" / "smoke"
+        smoke.mkdir(parents=True)
+        task = experiment.lra_runs(config)[0][0]
+        for model in gpu_models.smoke_models(experiment.merged(config, "resources", task)):
+            (smoke / f"{model}.ok").write_text("")
     processed = ws / config["data"]["processed_dir"]
     cta = config["cta_official"]
     manifests = [*config["tasks"], f"lm_{config['lm']['corpus']}"]
@@ -543,6 +560,56 @@ def test_the_smoke_test_is_the_first_job_and_nothing_is_submitted_before_it_pass
     assert _sbatch_option(argv, "-C") == "a100|h100" and _sbatch_option(argv, "--qos") == "long", argv
     assert _sbatch_option(argv, "-t") == "30" and "--mail-type=FAIL" in argv, argv
     print("smoke", " ".join(argv))
+
+
+@pytest.mark.slow  # three smoke jobs run through the plugin: ~40-70 s
+def test_a_smoke_job_on_a_node_without_cuda_records_it_and_its_retry_passes_elsewhere(tmp_path: Path):
+    """cluster.smoke with constraint 'a100|h100': one smoke job per model, each constrained to it. The A100
+    job lands on a01, where torch sees no GPU: it records a01 in bad_nodes.txt, and its retry carries
+    --exclude=a01 and passes on a02. Then the training job follows, a01 excluded too."""
+    config = load_config("tiny")
+    config["run_grids"] = ["single"]
+    config["grids"] = {"single": {"tasks": ["listops"], "seeds": [0], "variants": ["none"], "scales": ["h1"]}}
+    config["defaults"]["resources"].update(gpu=1, constraint="a100|h100")
+    config["cluster"] = {"smoke": True}
+    ws = make_workspace(tmp_path / "ws", config)
+    state = tmp_path / "slurm"
+    _write_stubs(state / "bin")
+    env = tool_env({"STUB_SLURM": str(state), "STUB_NODES": "a01:a100 a02:a100 h01:h100",
+                    "STUB_NO_CUDA": "a01", "USER": os.environ.get("USER", "root")})  # fmt: skip
+    env["PATH"] = f"{state / 'bin'}{os.pathsep}{env['PATH']}"
+    target = "results/tiny/runs/listops/none/h1/base/seed0/metrics.json"
+    overrides = ("--workflow-profile", "none", "--default-resources", "slurm_partition=gpu",
+                 f"slurm_account={ACCOUNT}", "--slurm-init-seconds-before-status-checks", "1",
+                 "--max-status-checks-per-second", "10", "--latency-wait", "1", "--retries", "1")  # fmt: skip
+    command = snakemake_command(ws, (target, "--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "300", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    submitted = [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()]
+    smoke = [
+        (_sbatch_option(job["argv"], "-C"), _sbatch_option(job["argv"], "--exclude"))
+        for job in submitted
+        if job["rule"] == "smoke"
+    ]
+    expected = [("a100", None), ("a100", "a01"), ("h100", None)]  # the A100 job's retry excludes a01
+    assert sorted(smoke, key=str) == sorted(expected, key=str), log[-5000:]
+    nodes = [line.split() for line in (state / "nodes.log").read_text().splitlines()]
+    assert sorted(node for _, rule, node in nodes if rule == "smoke") == ["a01", "a02", "h01"]
+    assert (ws / "results/tiny/cluster/bad_nodes.txt").read_text() == "a01\n"
+    assert sorted(p.name for p in (ws / "results/tiny/cluster/smoke").glob("*.ok")) == ["a100.ok", "h100.ok"]
+    assert "no CUDA device visible" in log or any(
+        "node a01 recorded" in path.read_text() for path in (ws / "results/tiny/logs/smoke").glob("*.log")
+    )
+    train = [job for job in submitted if job["rule"] == "train"]
+    assert len(train) == 1 and _sbatch_option(train[0]["argv"], "--exclude") == "a01", train
+    assert _sbatch_option(train[0]["argv"], "-C") == "a100|h100"
+    assert json.loads((ws / target).read_text())["status"] == "completed"
+    for job in submitted:
+        flags = [a for a in job["argv"] if a.startswith(("-C", "--exclude", "a1", "h1"))]
+        print(job["id"], job["rule"], " ".join(flags))
 
 
 # ---------------------------------------------------------------------------------------------------------

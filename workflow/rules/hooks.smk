@@ -10,6 +10,8 @@ jobs are complete is cleared."""
 # whose preemption cancels instead of requeueing is a warning. A submit limit (MaxSubmitJobs,
 # MaxSubmitJobsPerUser) below the profile's jobs lowers the run's concurrent jobs under it (sbatch would
 # refuse the rest); a refusal that still comes (other jobs of the user's) is waited out by the sbatch shim.
+# A GPU model without bf16 allowed by a job's constraint stops the run; GPU jobs without any constraint are
+# a warning (pdelra.planning.gpu_models).
 # ----------------------------------------------------------------------------------------------------
 def lower_concurrent_jobs(cap):
     """Lower the run's concurrent Slurm jobs (--jobs) to `cap` before the first job is selected. Snakemake
@@ -32,8 +34,10 @@ def check_cluster():
         return
     import getpass
 
+    from pdelra.planning import gpu_models
+
     forced_qos = getattr(workflow.executor_settings, "qos", None)  # --slurm-qos: on every sbatch line
-    given, partitions, seen, placed, accounts, qos = [], {}, set(), [], set(), set()
+    given, partitions, seen, placed, accounts, qos, models = [], {}, set(), [], set(), set(), []
     for job in workflow.dag.needrun_jobs():  # one job per (rule, task), as Slurm would get it
         key = (job.rule.name, job.wildcards.get("task") or job.wildcards.get("cta_task"))
         if job.is_local or key in seen:
@@ -43,6 +47,7 @@ def check_cluster():
         given += [str(partition), str(account)]
         partitions.setdefault(partition, []).append((job.rule.name, job.resources.get("runtime") or 0))
         placed.append((job.rule.name, job.resources.get("gpu") or 0, partition))
+        models.append((job.rule.name, {k: job.resources.get(k) for k in ("gpu", "gpu_model", "constraint")}))
         accounts.add(str(account) if account else "")
         qos.add(forced_qos or job.resources.get("qos"))
     status = getattr(workflow.executor_settings, "status_command", None) or "sacct"
@@ -57,6 +62,10 @@ def check_cluster():
         (found.warnings if found.problems else found.problems).append(line)
     if cpu_warning := slurm_site.cpu_partition_warning(placed, config["cluster"]["cpu_partition"]):
         found.warnings.append(cpu_warning)
+    # The jobs train in bf16: the constraint (or gpu_model) keeps them off GPUs without it.
+    bf16_problems, bf16_warnings = gpu_models.bf16_findings(models)
+    found.problems += bf16_problems
+    found.warnings += bf16_warnings
     for warning in found.warnings:
         print(f"Warning (Slurm): {warning}", file=sys.stderr)
     for note in found.notes:

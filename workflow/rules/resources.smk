@@ -3,7 +3,7 @@ every GPU rule, the priorities, and the CPU jobs' partition (profiles/slurm/READ
 
 import functools
 
-from pdelra.planning import estimate, reattach
+from pdelra.planning import estimate, gpu_models, reattach
 from pdelra.training import bad_nodes
 
 # ----------------------------------------------------------------------------------------------------
@@ -82,6 +82,16 @@ def site_options(sections, checkpoints=None):
         return reattach.slurm_extra(extra, folders(wildcards))
 
     options["slurm_extra"] = declared(slurm_extra)
+    return options
+
+
+def model_site_options(section, models):
+    """The site options of `section` for a job of one GPU model, its wildcard `gpu` one of `models`
+    (pdelra.planning.gpu_models.smoke_models): the constraint narrowed to that model where the models are the
+    constraint's alternatives."""
+    options = site_options({None: section})
+    if len(models) > 1 and not section.get("gpu_model"):
+        options["constraint"] = declared(lambda wildcards: gpu_models.smoke_constraint(wildcards.gpu, section))
     return options
 
 
