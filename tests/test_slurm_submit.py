@@ -115,7 +115,16 @@ PARTITIONS = (
     "PartitionName=gpu AllowGroups=ALL Default=YES MaxTime=2-00:00:00 PreemptMode=OFF State=UP TotalCPUs=64\n"
     "PartitionName=cpu AllowGroups=ALL Default=NO MaxTime=04:00:00 PreemptMode=OFF State=UP TotalCPUs=256\n"
 )
-CONFIG = "MinJobAge = 300 sec\nPreemptMode = OFF\nPreemptType = preempt/none\n"
+CONFIG = (
+    "AccountingStorageEnforce = associations,limits,qos\nMinJobAge = 300 sec\nPreemptMode = OFF\n"
+    "PreemptType = preempt/none\n"
+)
+# The association manager's answer (scontrol show assoc_mgr flags=assoc,qos): no shared limit set.
+ASSOC_MGR = (
+    f"Association Records\n\nClusterName=site Account={ACCOUNT} UserName= Partition= Priority=0 ID=3\n"
+    "    ParentAccount=root(1) Lft=2 DefAssoc=No\n    GrpJobs=N(0) GrpJobsAccrue=N(0)\n"
+    "    GrpSubmitJobs=N(0) GrpWall=N(0.00)\n    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=N(0)\n"
+)
 
 
 # sacctmgr -nP show assoc / show qos (fields as slurm_site.ASSOC_FIELDS, QOS_FIELDS): no limits but a day's
@@ -140,7 +149,12 @@ def _plain_stub(name: str, answer: str) -> str:
 
 
 def _write_stubs(
-    bin_dir: Path, partitions: str = PARTITIONS, config: str = CONFIG, assoc: str = ASSOC, qos: str = QOS
+    bin_dir: Path,
+    partitions: str = PARTITIONS,
+    config: str = CONFIG,
+    assoc: str = ASSOC,
+    qos: str = QOS,
+    assoc_mgr: str = ASSOC_MGR,
 ) -> None:
     bin_dir.mkdir(parents=True)
     stubs = {
@@ -155,6 +169,7 @@ def _write_stubs(
         "scontrol": (
             '#!/bin/sh\necho "scontrol $*" >> "$STUB_SLURM/calls.log"\n'
             f"if [ \"$2\" = partition ]; then cat <<'EOF'\n{partitions}EOF\n"
+            f"elif [ \"$2\" = assoc_mgr ]; then cat <<'EOF'\n{assoc_mgr}EOF\n"
             f"else cat <<'EOF'\n{config}EOF\nfi\n"
         ),
     }
@@ -646,11 +661,16 @@ def test_slurm_times_are_read_in_minutes(text: str, minutes: float | None):
 
 
 def _answers(
-    partitions: str, config: str = CONFIG, sinfo: str = "gpu*\ncpu\n", assoc: str = ASSOC, qos: str = QOS
+    partitions: str,
+    config: str = CONFIG,
+    sinfo: str = "gpu*\ncpu\n",
+    assoc: str = ASSOC,
+    qos: str = QOS,
+    assoc_mgr: str = ASSOC_MGR,
 ):
     def run(commands):
         canned = {"sinfo": sinfo, "partition": partitions, "config": config, "sacct": "", "assoc": assoc}
-        canned["qos"] = qos
+        canned.update(qos=qos, assoc_mgr=assoc_mgr)
         return [
             (canned[c[3] if c[0] == "sacctmgr" else c[2] if c[0] == "scontrol" else c[0]], None)
             for c in commands
@@ -777,3 +797,117 @@ def test_no_limits_nothing_said_and_an_unanswering_sacctmgr_is_a_warning():
         run=_answers(PARTITIONS, assoc=f"{ACCOUNT}||long||||\n", qos="long|12:00:00||100\n"),
     )  # fmt: skip
     assert report.max_jobs == 90 and "QOS long allows 720 min" in report.problems[0], report
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The account's shared limits (scontrol show assoc_mgr) and whether the cluster enforces any
+# ---------------------------------------------------------------------------------------------------------
+# The whole account may keep 50 jobs queued (30 are, colleagues' included) and run 20; it has 60,000
+# GPU-minutes of which 41,234 are spent. The user's own association and another account's set nothing that
+# applies here, the QOS long has its own GrpSubmitJobs.
+SHARED = f"""Current Association Manager state
+
+Association Records
+
+ClusterName=site Account=root UserName= Partition= Priority=0 ID=1
+    ParentAccount= Lft=1 DefAssoc=No
+    GrpJobs=N(0) GrpJobsAccrue=N(0)
+    GrpSubmitJobs=N(0) GrpWall=N(0.00)
+    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=N(0)
+ClusterName=site Account={ACCOUNT} UserName= Partition= Priority=0 ID=3
+    ParentAccount=root(1) Lft=2 DefAssoc=No
+    GrpJobs=20(5) GrpJobsAccrue=N(0)
+    GrpSubmitJobs=50(30) GrpWall=N(0.00)
+    GrpTRES=cpu=N(0),mem=N(0),gres/gpu=8(2)
+    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=60000(41234)
+ClusterName=site Account={ACCOUNT} UserName=me(1000) Partition= Priority=0 ID=4
+    ParentAccount= Lft=3 DefAssoc=Yes
+    GrpJobs=N(2) GrpJobsAccrue=N(0)
+    GrpSubmitJobs=N(9) GrpWall=N(0.00)
+    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=N(700)
+ClusterName=site Account=other UserName= Partition= Priority=0 ID=5
+    ParentAccount=root(1) Lft=4 DefAssoc=No
+    GrpJobs=1(0) GrpJobsAccrue=N(0)
+    GrpSubmitJobs=1(0) GrpWall=N(0.00)
+    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=10(0)
+
+QOS Records
+
+QOS=long(2)
+    UsageRaw=0.000000
+    GrpJobs=N(0) GrpJobsAccrue=N(0) GrpSubmitJobs=200(100) GrpWall=N(0.00)
+    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=N(0)
+QOS=normal(1)
+    GrpJobs=N(0) GrpJobsAccrue=N(0) GrpSubmitJobs=3(0) GrpWall=N(0.00)
+"""
+LONG_GPU = PARTITIONS.replace("MaxTime=04:00:00", "MaxTime=2-00:00:00")
+
+
+def test_the_accounts_shared_limits_are_read_with_what_is_in_use():
+    limits, budgets = slurm_site.shared_limits(f"{ACCOUNT}||long|long|||\n", SHARED, "me", [ACCOUNT], [None])
+    assert sorted((limit.kind, limit.value, limit.name) for limit in limits) == [
+        ("jobs", 20, "GrpJobs"),
+        ("submit", 20, "GrpSubmitJobs"),  # 50 less the 30 queued now
+        ("submit", 100, "GrpSubmitJobs"),  # the QOS long (the association's default): 200 less 100
+    ]
+    assert {limit.source for limit in limits} == {
+        f"association {ACCOUNT} (the whole account) with 30 in use now",
+        f"association {ACCOUNT} (the whole account) with 5 in use now",
+        "QOS long with 100 in use now",
+    }
+    (budget,) = budgets
+    assert (budget.limit, budget.used, budget.left) == (60000, 41234, 18766)
+    # Another account's limits, and a QOS the jobs do not use (normal), do not apply.
+    assert not any("other" in limit.source or "normal" in limit.source for limit in limits)
+
+
+def test_the_grp_limits_cap_the_run_and_the_gpu_minutes_are_set_against_the_budget():
+    """Enforced limits (AccountingStorageEnforce has `limits`): what is free of the account's GrpSubmitJobs
+    (20) caps the run's jobs (18, 2 left), GrpJobs is a note, and the campaign's GPU-minutes are set against
+    the GrpTRESMins budget: a note when they fit, a warning when they do not."""
+    run = _answers(LONG_GPU, assoc=f"{ACCOUNT}||long|long|||\n", assoc_mgr=SHARED)
+
+    def preflight(gpu_minutes: float):
+        return slurm_site.site_problems(
+            {"gpu": [("train", 720)]}, ["gpu", ACCOUNT], "sacct", 1440, run=run, user="me",
+            accounts=[ACCOUNT], qos=[None], jobs=250, gpu_minutes=(gpu_minutes, "what its GPU jobs ask for"),
+        )  # fmt: skip
+
+    report = preflight(12000)
+    assert report.problems == [] and report.max_jobs == 18, report
+    (cap,) = report.warnings
+    assert cap.startswith(f"association {ACCOUNT} (the whole account) with 30 in use now takes at most 20 ")
+    assert "(GrpSubmitJobs)" in cap and "at most 18 jobs at once (jobs: 250 lowered)" in cap, cap
+    assert not any("GrpJobs" in note for note in report.notes), "18 at once: GrpJobs (20) holds none back"
+    budget = (
+        f"association {ACCOUNT} (the whole account) has 18,766 GPU-minutes left of its 60,000 (GrpTRESMins "
+        "gres/gpu, 41,234 used, shared by its jobs): this campaign needs ≈ 12,000 of your 18,766 remaining "
+        "GPU-minutes (what its GPU jobs ask for)"
+    )
+    assert budget in report.notes, report
+    report = preflight(30000)
+    over = [w for w in report.warnings if "GrpTRESMins" in w]
+    assert len(over) == 1 and "needs ≈ 30,000 of your 18,766 remaining GPU-minutes" in over[0], report
+    assert "AssocGrpGRESMinutes" in over[0]
+
+
+def test_limits_a_cluster_does_not_enforce_cap_nothing_and_are_one_note():
+    """AccountingStorageEnforce without `limits`: sbatch refuses nothing over a submit limit and no MaxWall
+    holds a job, so neither the submit cap nor the MaxWall stop applies; the limits are named once."""
+    config = CONFIG.replace("associations,limits,qos", "associations")
+    run = _answers(
+        LONG_GPU, config, assoc=f"{ACCOUNT}||long|long||100|\n", qos="long|12:00:00||\n", assoc_mgr=SHARED
+    )
+    report = slurm_site.site_problems(
+        {"gpu": [("train", 720)]}, ["gpu", ACCOUNT], "sacct", 1440, run=run, user="me", accounts=[ACCOUNT],
+        qos=[None], jobs=250, gpu_minutes=(30000.0, "asked"),
+    )  # fmt: skip
+    assert report.problems == [] and report.warnings == [] and report.max_jobs is None, report
+    (note,) = report.notes
+    assert note.startswith("limits are set (GrpJobs (association") and "MaxSubmitJobs" in note, note
+    assert note.endswith(
+        "but this cluster does not enforce them (AccountingStorageEnforce=associations, without `limits`): "
+        "the run's jobs are not capped for them"
+    ), note
+    assert slurm_site.enforced({"AccountingStorageEnforce": "associations,safe"})  # safe implies limits
+    assert not slurm_site.enforced({"AccountingStorageEnforce": "none"}) and not slurm_site.enforced({})

@@ -8,8 +8,10 @@ jobs are complete is cleared."""
 # exist and allow cluster.max_runtime (pdelra.planning.slurm_site.site_problems), and so must the MaxWall
 # of the account's association and of the QOS the jobs use (sacctmgr). One message, then stop; a partition
 # whose preemption cancels instead of requeueing is a warning. A submit limit (MaxSubmitJobs,
-# MaxSubmitJobsPerUser) below the profile's jobs lowers the run's concurrent jobs under it (sbatch would
-# refuse the rest); a refusal that still comes (other jobs of the user's) is waited out by the sbatch shim.
+# MaxSubmitJobsPerUser, or what is free of the account's shared GrpSubmitJobs) below the profile's jobs lowers
+# the run's concurrent jobs under it (sbatch would refuse the rest), where slurmctld enforces limits
+# (AccountingStorageEnforce); a refusal that still comes (other jobs of the user's) is waited out by the sbatch
+# shim. The GPU-minutes the jobs ask for are set against the account's GrpTRESMins budget (one line).
 # A GPU model without bf16 allowed by a job's constraint stops the run; GPU jobs without any constraint are
 # a warning (pdelra.planning.gpu_models).
 # ----------------------------------------------------------------------------------------------------
@@ -38,8 +40,11 @@ def check_cluster():
 
     forced_qos = getattr(workflow.executor_settings, "qos", None)  # --slurm-qos: on every sbatch line
     given, partitions, seen, placed, accounts, qos, models = [], {}, set(), [], set(), set(), []
+    gpu_minutes = 0.0  # what the campaign's GPU jobs ask for (first attempts), against GrpTRESMins
     for job in workflow.dag.needrun_jobs():  # one job per (rule, task), as Slurm would get it
         key = (job.rule.name, job.wildcards.get("task") or job.wildcards.get("cta_task"))
+        if not job.is_local:
+            gpu_minutes += (job.resources.get("gpu") or 0) * (job.resources.get("runtime") or 0)
         if job.is_local or key in seen:
             continue
         seen.add(key)
@@ -52,8 +57,10 @@ def check_cluster():
         qos.add(forced_qos or job.resources.get("qos"))
     status = getattr(workflow.executor_settings, "status_command", None) or "sacct"
     jobs = None if workflow.nodes in (None, sys.maxsize) else workflow.nodes
+    asked = (gpu_minutes, "what its GPU jobs ask for, first attempts; `pdelra plan` estimates the work")
     found = slurm_site.site_problems(
-        partitions, given, status, MAX_RUNTIME, user=getpass.getuser(), accounts=accounts, qos=qos, jobs=jobs
+        partitions, given, status, MAX_RUNTIME, user=getpass.getuser(), accounts=accounts, qos=qos, jobs=jobs,
+        gpu_minutes=asked,
     )
     if found.max_jobs is not None and (found.problems or not lower_concurrent_jobs(found.max_jobs)):
         # Not lowered: the run stops, for this (Snakemake's scheduler is not as expected) or other problems.
