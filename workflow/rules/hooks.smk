@@ -81,7 +81,29 @@ def check_cluster():
         lines = "\n".join(f"  - {problem}" for problem in found.problems)
         print(f"Cannot use Slurm (nothing was started):\n{lines}", file=sys.stderr)
         sys.exit(1)
+    find_the_killed_runs_jobs()
     submit_through_retry()
+
+
+def find_the_killed_runs_jobs():
+    """The live jobs an earlier, killed run of this workflow left (pdelra.planning.twins): found once, before
+    anything is submitted, for the sbatch shim to take over (cluster.on_rerun: wait) or cancel per job."""
+    from pdelra.planning import twins
+
+    record = Path(RESULTS, "cluster", "twins.json")
+    found, warning = twins.record(record, Path.cwd())
+    os.environ[twins.TWINS_ENV] = str(record.resolve())
+    os.environ[twins.ON_RERUN_ENV] = mode = config["cluster"]["on_rerun"]
+    if warning:
+        print(f"Warning (Slurm): {warning}", file=sys.stderr)
+    if found:
+        what = "taken over by" if mode == "wait" else "cancelled before"
+        print(
+            f"Slurm: {found} job(s) of an earlier run of this workflow are still queued or running: each is "
+            f"{what} the job this run submits for the same step (cluster.on_rerun: {mode}; "
+            f"{record.with_name('twins.log')} lists them)",
+            file=sys.stderr,
+        )
 
 
 def submit_through_retry():
@@ -135,7 +157,34 @@ def checkpoint_lock_preflight():
 
 
 
+# ----------------------------------------------------------------------------------------------------
+# A killed Snakemake's lock (pdelra.planning.stale_lock): the planning Snakemake of a run removes it where
+# its owner is provably gone (this host, its pid no Snakemake now), or stops in one line saying what to run.
+# A dry run or `--unlock` itself is left to Snakemake. At the start the run records itself as the owner.
+# ----------------------------------------------------------------------------------------------------
+def release_a_dead_runs_lock():
+    from pdelra.planning import stale_lock
+
+    verdict = stale_lock.examine(Path.cwd(), sys.argv[1:])
+    if verdict.action == "unlocked":
+        print(verdict.line, file=sys.stderr)
+    elif verdict.action == "refuse" and not stale_lock.dry_or_unlock(sys.argv[1:]):
+        print(f"Cannot start (nothing was started): {verdict.line}", file=sys.stderr)
+        sys.exit(1)
+
+
+def record_the_owner():
+    from pdelra.planning import stale_lock
+
+    stale_lock.write_owner(Path.cwd(), os.getpid())
+
+
+if workflow.is_main_process:
+    release_a_dead_runs_lock()
+
+
 onstart:
+    record_the_owner()
     check_cluster()
     checkpoint_lock_preflight()
     clear_finished_runs()
