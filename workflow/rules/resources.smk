@@ -76,10 +76,10 @@ def site_options(sections, checkpoints=None):
         return [checkpoints.format(**dict(wildcards.items()))]
 
     def slurm_extra(wildcards, attempt):
-        extra = bad_nodes.slurm_extra(BAD_NODES, configured(wildcards) if callable(configured) else configured)
-        if not workflow.is_main_process:  # a job's own Snakemake submits nothing
-            return extra
-        return reattach.slurm_extra(extra, folders(wildcards))
+        flags = configured(wildcards) if callable(configured) else configured
+        if not workflow.is_main_process:  # a job's own Snakemake submits nothing: no bad nodes, no squeue
+            return flags
+        return reattach.slurm_extra(bad_nodes.slurm_extra(BAD_NODES, flags), folders(wildcards))
 
     options["slurm_extra"] = declared(slurm_extra)
     return options
