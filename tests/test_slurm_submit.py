@@ -911,3 +911,17 @@ def test_limits_a_cluster_does_not_enforce_cap_nothing_and_are_one_note():
     ), note
     assert slurm_site.enforced({"AccountingStorageEnforce": "associations,safe"})  # safe implies limits
     assert not slurm_site.enforced({"AccountingStorageEnforce": "none"}) and not slurm_site.enforced({})
+
+
+def test_an_unreadable_association_manager_leaves_the_users_own_limits_applied():
+    def mgr_fails(commands):
+        answers = _answers(LONG_GPU, assoc=f"{ACCOUNT}||normal|normal||100|\n")(commands)
+        return [(None, "Access/permission denied") if c[:3] == ["scontrol", "show", "assoc_mgr"] else a
+                for c, a in zip(commands, answers, strict=True)]  # fmt: skip
+
+    report = slurm_site.site_problems(
+        {"gpu": [("train", 720)]}, ["gpu", ACCOUNT], "sacct", 1440, run=mgr_fails, user="me",
+        accounts=[ACCOUNT], qos=[None], jobs=250,
+    )  # fmt: skip
+    assert report.max_jobs == 90 and report.problems == [], report  # MaxSubmitJobs=100 still caps
+    assert any("shared limits (GrpSubmitJobs, GrpJobs, GrpTRESMins) are unread" in n for n in report.notes)

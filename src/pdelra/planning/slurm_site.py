@@ -481,18 +481,24 @@ def site_problems(
         accounts, qos = list(accounts), list(qos)
         failures = [
             f"`{' '.join(p[:4])}` failed ({why})"
-            for p, (_, why) in zip(limit_probes, limit_answers, strict=True)
+            for p, (_, why) in zip(limit_probes[:2], limit_answers[:2], strict=True)
             if why
         ]
+        mgr_text, mgr_failure = limit_answers[2]
         if failures:
             report.warnings.append(
                 f"the account's and QOS's limits are unread ({'; '.join(failures)}): keep the profile's jobs "
                 "below your MaxSubmitJobs and cluster.max_runtime within your QOS's MaxWall yourself"
             )
         else:
-            assoc_text, qos_text, mgr_text = (answer or "" for answer, _ in limit_answers)
+            assoc_text, qos_text = (answer or "" for answer, _ in limit_answers[:2])
             found = account_limits(assoc_text, qos_text, accounts, partitions, qos)
-            shared, budgets = shared_limits(assoc_text, mgr_text, user or "", accounts, qos)
+            shared, budgets = shared_limits(assoc_text, mgr_text or "", user or "", accounts, qos)
+            if mgr_failure:  # a site may hide the association manager (PrivateData): the rest still holds
+                report.notes.append(
+                    f"the account's shared limits (GrpSubmitJobs, GrpJobs, GrpTRESMins) are unread "
+                    f"(`{' '.join(grp_limits.ASSOC_MGR_PROBE)}` failed: {mgr_failure}); see `sshare -l`"
+                )
             _apply_limits(report, [*found, *shared], budgets, parse_config(conf or ""), jobs, max_runtime,
                           gpu_minutes)  # fmt: skip
     for probe, (_, failure) in zip(probes, answers, strict=True):
