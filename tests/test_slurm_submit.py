@@ -392,6 +392,26 @@ def test_the_accounts_limits_lower_the_runs_jobs_and_a_short_qos_stops_it(tmp_pa
     assert "run with --jobs 1 or less" in log  # not lowered: the run stops
     assert not (ws / "data").exists()
 
+    # The account's GPU-minute budget against the campaign's FLOPs estimate (cluster.gpu_model), said before
+    # the run stops for the QOS; a rerun of the preflight only (nothing starts).
+    user = env["USER"]
+    config["cluster"]["gpu_model"] = "H100"
+    ws = make_workspace(tmp_path / "ws3", config)
+    shared = SHARED.replace("UserName=me(1000)", f"UserName={user}(0)")
+    _write_stubs(state / "bin3", assoc=f"{ACCOUNT}||normal,long|normal|||\n",
+                 qos="normal|||\nlong|12:00:00||\n", assoc_mgr=shared)  # fmt: skip
+    env["PATH"] = f"{state / 'bin3'}{os.pathsep}{env['PATH']}"
+    command = snakemake_command(ws, (target, "--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "120", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    budget = re.search(r"this campaign needs ≈ ([\d,.]+) of your 18,766 remaining GPU-minutes \((.*?)\)", log)
+    assert budget, log[-3000:]
+    estimated, what = budget.groups()
+    assert what == "the LRA runs' FLOPs estimate on H100, the other jobs' requests; 12 requested", what
+    assert estimated == "0", budget.group(0)  # the tiny run's FLOPs: seconds, far below its 12-minute request
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Every GPU job of the paper config, submitted unrun: site options and the order of submission

@@ -40,11 +40,11 @@ def check_cluster():
 
     forced_qos = getattr(workflow.executor_settings, "qos", None)  # --slurm-qos: on every sbatch line
     given, partitions, seen, placed, accounts, qos, models = [], {}, set(), [], set(), set(), []
-    gpu_minutes = 0.0  # what the campaign's GPU jobs ask for (first attempts), against GrpTRESMins
+    gpu_jobs = []  # the campaign's GPU jobs, set against the account's GrpTRESMins (campaign_gpu_minutes)
     for job in workflow.dag.needrun_jobs():  # one job per (rule, task), as Slurm would get it
         key = (job.rule.name, job.wildcards.get("task") or job.wildcards.get("cta_task"))
-        if not job.is_local:
-            gpu_minutes += (job.resources.get("gpu") or 0) * (job.resources.get("runtime") or 0)
+        if not job.is_local and (job.resources.get("gpu") or 0):
+            gpu_jobs.append(job)
         if job.is_local or key in seen:
             continue
         seen.add(key)
@@ -57,10 +57,9 @@ def check_cluster():
         qos.add(forced_qos or job.resources.get("qos"))
     status = getattr(workflow.executor_settings, "status_command", None) or "sacct"
     jobs = None if workflow.nodes in (None, sys.maxsize) else workflow.nodes
-    asked = (gpu_minutes, "what its GPU jobs ask for, first attempts; `pdelra plan` estimates the work")
     found = slurm_site.site_problems(
         partitions, given, status, MAX_RUNTIME, user=getpass.getuser(), accounts=accounts, qos=qos, jobs=jobs,
-        gpu_minutes=asked,
+        gpu_minutes=campaign_gpu_minutes(gpu_jobs),
     )
     if found.max_jobs is not None and (found.problems or not lower_concurrent_jobs(found.max_jobs)):
         # Not lowered: the run stops, for this (Snakemake's scheduler is not as expected) or other problems.
@@ -104,6 +103,29 @@ def find_the_killed_runs_jobs():
             f"{record.with_name('twins.log')} lists them)",
             file=sys.stderr,
         )
+
+
+def campaign_gpu_minutes(jobs):
+    """(GPU-minutes, what they are) of the campaign's GPU jobs: with cluster.gpu_model, each LRA run's FLOPs
+    estimate on it (pdelra.planning.estimate, what `pdelra plan --gpu` counts) and the others' requests;
+    without it, every job's first request (an upper bound: a finished job bills what it used)."""
+    asked = sum((job.resources.get("gpu") or 0) * (job.resources.get("runtime") or 0) for job in jobs)
+    model = config["cluster"].get("gpu_model")
+    if not model:
+        return asked, "what its GPU jobs ask for on their first attempts; set cluster.gpu_model for an estimate"
+    try:
+        gpu = estimate.estimate_gpu(config["cluster"])
+    except estimate.EstimateError as err:
+        return asked, f"what its GPU jobs ask for on their first attempts ({err})"
+    needed = 0.0
+    for job in jobs:
+        w = job.wildcards
+        if job.rule.name != "train":  # a pack or a related system's job: its request
+            needed += (job.resources.get("gpu") or 0) * (job.resources.get("runtime") or 0)
+            continue
+        run = experiment.run_config(config, SETTINGS, w.task, w.variant, w.scale, w.setting, int(w.seed))
+        needed += estimate.estimated_seconds(run, task_data(w.task), gpu) / 60
+    return needed, f"the LRA runs' FLOPs estimate on {gpu}, the other jobs' requests; {asked:,.0f} requested"
 
 
 def submit_through_retry():
