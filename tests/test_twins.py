@@ -174,7 +174,8 @@ def test_a_dead_owners_lock_is_removed_and_a_live_or_unknown_one_refused_in_one_
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [(["-n"], True), (["-np"], True), (["--dry-run"], True), (["--unlock"], True), (["--nolock"], True),
-     (["--profile", "profiles/slurm"], False), (["-p", "-j", "4"], False)],
+     (["--summary"], True), (["--list-rules"], True), (["--report=r.html"], True), (["-S"], True),
+     (["--profile", "profiles/slurm"], False), (["-p", "-j", "4"], False), (["--cores", "2"], False)],
 )  # fmt: skip
 def test_a_dry_run_or_unlock_is_left_to_snakemake(argv: list[str], expected: bool) -> None:
     assert stale_lock.dry_or_unlock(argv) is expected

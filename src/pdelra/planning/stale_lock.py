@@ -38,12 +38,21 @@ class Verdict:
     line: str = ""
 
 
+# Snakemake commands that take no lock of the working directory (a dry run, `--unlock` itself, the listings,
+# summaries and graphs): a lock is Snakemake's to report to them, not a reason to stop.
+NO_LOCK_FLAGS = (
+    "--unlock", "--nolock", "--dry-run", "--dryrun", "--list", "--summary", "--detailed-summary", "--lint",
+    "--report", "--dag", "--rulegraph", "--filegraph", "--d3dag", "--cleanup-metadata", "--archive",
+    "--export-cwl", "--containerize", "--print-compilation", "--generate-unit-tests", "--lc", "--li", "--lp",
+    "--version", "--help",
+)  # fmt: skip
+
+
 def dry_or_unlock(argv: list[str]) -> bool:
-    """Is this Snakemake a dry run (-n, -np, --dry-run), `--unlock` or `--nolock`? Those take no lock, so a
-    lock is Snakemake's to report, not a reason to stop."""
+    """Is this Snakemake one that takes no lock (NO_LOCK_FLAGS, or short flags with -n, -S, -D, -h)?"""
     short = [arg for arg in argv if re.fullmatch(r"-[A-Za-z]+", arg)]
-    flags = {"--unlock", "--nolock", "--dry-run", "--dryrun"}
-    return bool(flags & set(argv)) or any("n" in arg for arg in short)
+    long = [arg.split("=", 1)[0] for arg in argv if arg.startswith("--")]
+    return any(arg.startswith(NO_LOCK_FLAGS) for arg in long) or any(set("nSDh") & set(arg) for arg in short)
 
 
 def write_owner(workdir: Path, pid: int) -> None:
