@@ -26,7 +26,6 @@ from pdelra.steps.diagnose import (
     AMPLIFICATION_EXAMPLES,
     COLUMNS,
     DIAGNOSTICS_NAME,
-    DIAGNOSTICS_SOURCES,
     STAMP_NAME,
     collect,
     diagnose_cached,
@@ -34,6 +33,7 @@ from pdelra.steps.diagnose import (
     load_run,
     source_digest,
 )
+from pdelra.steps.diagnose_code import DIAGNOSTICS_SOURCES
 from pdelra.steps.measure import LOGIT_QUANTITIES, NO_BLOCK, attention_sublayer, operator_place
 from pdelra.training.batches import make_batch
 from pdelra.training.runconfig import validate_run_config

@@ -18,6 +18,7 @@ from test_lock import _dead_pid, no_flock_under
 
 from pdelra import dvc_lock
 from pdelra import locking as lock
+from pdelra.data.errors import DataError
 from pdelra.data.fetch import fetch
 from pdelra.steps.versioning import version_experiment
 
@@ -143,3 +144,50 @@ def test_cluster_lock_file_sets_hardlink_lock_where_flock_works(
     monkeypatch.setenv(lock.LOCK_ENV, "file")
     assert dvc_lock.prepare(root).reason == lock.FORCED
     assert "hardlink_lock = true" in (root / ".dvc" / "config.local").read_text()
+
+
+def test_a_leftover_hard_link_lock_is_named_and_waited_out_not_called_another_dvc_process(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A DVC process killed while it unlocked leaves `lock` without its claim: `prepare` waits out the rest of
+    the grace, saying what the file is and how long, then clears it; a lock still claimed (a holder alive, or
+    killed holding it) is named with the way out instead of DVC's "another DVC process is running"."""
+    root = git_dvc_project(tmp_path / "proj")
+    monkeypatch.setenv(lock.LOCK_ENV, "file")  # hard-link locks, as where flock fails
+    folder = root / ".dvc" / "tmp"
+    path, claim = _hardlink_lock(folder)
+    claim.unlink()
+    monkeypatch.setattr(dvc_lock, "CLAIM_GRACE_S", 1.5)
+    message = dvc_lock.lock_message(path)
+    assert message.startswith(f"DVC's lock {path} is a hard-link lock left by a DVC process that died")
+    assert "no DVC process holds it, and pdelra removes it 2 s after it was taken" in message
+    with caplog.at_level(logging.WARNING):
+        dvc_lock.prepare(root)
+    assert not path.exists(), "waited out, then removed"
+    assert "waiting 1 s: DVC's lock" in caplog.text or "waiting 2 s: DVC's lock" in caplog.text, caplog.text
+
+    path, claim = _hardlink_lock(folder)  # claimed: held, or its holder was killed holding it
+    failed = f"ERROR: Unable to acquire lock. Most likely another DVC process is running | {path}"
+    explained = dvc_lock.explain_lock_failure(root, failed)
+    assert "another DVC process" not in explained and f"remove {path} and {claim}" in explained, explained
+    assert "pdelra removes it by itself 24 h after it was taken" in explained
+    assert dvc_lock.explain_lock_failure(root, "ERROR: unexpected error") == "ERROR: unexpected error"
+    done = subprocess.run([DVC, "status"], cwd=root, capture_output=True, text=True)  # DVC's own words
+    assert done.returncode != 0 and "Unable to acquire lock" in done.stderr, done.stderr
+
+
+def test_a_download_blocked_by_a_claimed_lock_names_it_and_the_way_out(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    server: tuple[str, Path],  # noqa: F811
+) -> None:
+    base, served = server
+    root = git_dvc_project(tmp_path / "proj")
+    monkeypatch.setenv(lock.LOCK_ENV, "file")
+    path, claim = _hardlink_lock(root / ".dvc" / "tmp")  # a DVC process killed holding the lock
+    (served / "archive.gz").write_bytes(b"bytes " * 100)
+    with pytest.raises(DataError) as err:
+        fetch(f"{base}/archive.gz", root / "data" / "raw" / "archive.gz")
+    message = str(err.value)
+    assert "another DVC process" not in message and f"DVC's lock {path} is a hard-link lock taken" in message
+    assert f"remove {path} and {claim}" in message, message

@@ -27,7 +27,6 @@ from conftest import (
     load_config,
     make_workspace,
     parse_job_counts,
-    run_snakemake,
     snakemake_command,
     start_snakemake,
     tool_env,
@@ -517,69 +516,114 @@ def _slurm(env: dict[str, str], *args: str) -> str:
     return done.stdout.strip()
 
 
+# A campaign of six runs, two of the node's CPUs: Snakemake is SIGKILLed with one job training (it holds its
+# run's lock), one started but still parsing the workflow (no record anywhere yet), and the rest pending.
+CAMPAIGN_VARIANTS = ("none", "after_embedding", "after_mlp")
+CAMPAIGN_SEEDS = (0, 1)
+
+
+def _campaign_config() -> dict:
+    config = _fault_config(max_epochs=REATTACH_EPOCHS, patience=REATTACH_EPOCHS)
+    config["tasks"][GPU_TASK]["resources"]["gpu"] = 0  # CPU jobs: two run at once on the node's two CPUs
+    config["grids"]["main"].update(variants=list(CAMPAIGN_VARIANTS), seeds=list(CAMPAIGN_SEEDS))
+    return config
+
+
+def _states(env: dict[str, str], workdir: Path) -> dict[str, str]:
+    """{job id: state} of this workspace's jobs still in the queue."""
+    out = _slurm(env, "squeue", "--me", "-h", "-o", "%i|%T|%Z")
+    rows = [line.split("|") for line in out.splitlines() if line]
+    return {job: state for job, state, folder in rows if Path(folder).resolve() == workdir.resolve()}
+
+
 @pytest.mark.slurm
 @pytest.mark.slow
-def test_a_rerun_after_the_submit_process_died_waits_for_the_running_job_and_trains_the_run_once(
+def test_the_rerun_after_a_killed_snakemake_takes_over_every_live_job_and_trains_each_run_once(
     slurm_cluster: dict[str, str], tmp_path: Path
 ):
-    """Snakemake is SIGKILLed while its training job runs (suspended, so that it is still running when the
-    rerun submits); the rerun's job for that run is submitted with afterany on the old one and pends (reason
-    Dependency, no GPU held); the old job finishes the run, and the new one restores it: trained once."""
+    """The README's recovery (the same command again, no --unlock) after Snakemake is SIGKILLed mid-campaign:
+    the rerun removes the dead run's lock itself, finds every job of the killed run (the training one, the
+    one still starting, the pending ones) by the plugin's comment, and takes each over instead of submitting
+    a twin. Each run is trained once, no job waits on a run lock, no restore-only job is submitted."""
     env = slurm_cluster
-    config = _fault_config(max_epochs=REATTACH_EPOCHS, patience=REATTACH_EPOCHS)
+    config = _campaign_config()
     ws = make_workspace(tmp_path / "ws", config)
-    record = ws / "results" / "tiny" / "checkpoints" / RUN / "slurm_job"
+    runs = [f"{GPU_TASK}/{v}/h1/base/seed{s}" for v in CAMPAIGN_VARIANTS for s in CAMPAIGN_SEEDS]
+    targets = [f"results/tiny/runs/{run}/metrics.json" for run in runs]
+    records = {run: ws / "results" / "tiny" / "checkpoints" / run / "slurm_job" for run in runs}
     log = ws / "snakemake-background.log"
-    # Status checks as often as the plugin's backoff allows (the profile's 0.1/s adds up to 10 s at the end).
-    args = (TARGET, "--profile", "profiles/slurm", *TEST_OVERRIDES, "--max-status-checks-per-second", "10")
-    first = start_snakemake(ws, *args, env=env)
-    old = new = None
+    # The README's command, as a user types it again after the crash (the test's site overrides added).
+    checks = ("--max-status-checks-per-second", "10")
+    command = (*targets, "--profile", "profiles/slurm", *TEST_OVERRIDES, *checks)
+    first = start_snakemake(ws, *command, env=env)
+    second = None
+    suspended: list[str] = []
     try:
-        old = _wait_for("job recording its id", lambda: record.is_file() and record.read_text().strip(),
-                        first, log, 120)  # fmt: skip
-        _slurm(env, "scontrol", "suspend", old)
-        os.killpg(first.pid, signal.SIGKILL)  # the submit host dies: no scancel of its jobs
+        # Two jobs start together; the later one is frozen while it still parses the workflow ("starting").
+        running = _wait_for("two running jobs", lambda: sorted(
+            (j for j, st in _states(env, ws).items() if st == "RUNNING"), key=int)[:2] if sum(
+            st == "RUNNING" for st in _states(env, ws).values()) >= 2 else None, first, log, 240)  # fmt: skip
+        training, starting = running
+        _slurm(env, "scontrol", "suspend", starting)
+        suspended.append(starting)
+        assert not any(r.is_file() and r.read_text().strip() == starting for r in records.values())
+        holder = _wait_for("a job holding its run's lock",
+                           lambda: next((run for run, r in records.items() if r.is_file()
+                                         and r.read_text().strip() == training), None),
+                           first, log, 120)  # fmt: skip
+        _slurm(env, "scontrol", "suspend", training)  # still training when the rerun comes
+        suspended.append(training)
+        os.killpg(first.pid, signal.SIGKILL)  # the submit host dies: nothing is cancelled
+        killed_at = time.strftime("%H:%M:%S")
         first.wait(timeout=30)
         first_log = log.read_text()
-        assert re.findall(r"submitted with SLURM jobid (\d+)", first_log) == [old], first_log[-3000:]
-        run_snakemake(ws, "--unlock", env=env, check=True)  # the dead session's lock, as the docs say
+        old_jobs = _job_ids(first_log)
+        before = _states(env, ws)
+        assert len(old_jobs) == len(runs) and set(before) == set(old_jobs), (before, first_log[-3000:])
+        assert list(before.values()).count("PENDING") >= 2, before
 
-        second = start_snakemake(ws, *args, env=env)
-        try:
-            new = _wait_for("resubmission", lambda: _job_ids(log.read_text()), second, log, 120)[0]
-            pending = _wait_for("Dependency reason", lambda: _pending_reason(env, new), second, log, 30)
-            dependency = re.search(r"Dependency=(\S+)", _slurm(env, "scontrol", "show", "job", new)).group(1)
-            _slurm(env, "scontrol", "resume", old)
-            second.wait(timeout=240)
-        finally:
-            if second.poll() is None:
-                os.killpg(second.pid, signal.SIGKILL)
+        second = start_snakemake(ws, *command, env=env)  # the recovery: the same command, nothing else
+        taken = ws / "results" / "tiny" / "cluster" / "twins.log"
+        _wait_for("the rerun taking the old jobs over",
+                  lambda: taken.is_file() and taken.read_text().count("took over job") == len(runs),
+                  second, log, 180)  # fmt: skip
+        for job in suspended:
+            _slurm(env, "scontrol", "resume", job)
+        second.wait(timeout=400)
         second_log = log.read_text()
         assert second.returncode == 0, second_log[-6000:]
     finally:
-        if first.poll() is None:
-            os.killpg(first.pid, signal.SIGKILL)
-        for job_id in filter(None, (old, new)):  # nothing left running for the next test
-            subprocess.run(["scancel", job_id], env=tool_env(env), capture_output=True)
+        for proc in filter(None, (first, second)):
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+        for job in _states(env, ws):  # nothing left running for the next test
+            subprocess.run(["scancel", job], env=tool_env(env), capture_output=True)
 
-    sacct = ("sacct", "-X", "-n", "-P", "-o", "JobID,State,Submit,Start,End")
-    timeline = _slurm(env, *sacct, "-j", f"{old},{new}")
-    metrics = json.loads((ws / TARGET).read_text())
-    seen = f"{timeline}\npending: {pending}; {dependency}; trained in {metrics['wall_time_s']:.1f} s\n"
-    print(f"reattach timeline (old {old}, new {new}):\n{seen}")
-    assert pending == "PENDING|Dependency", seen
-    assert dependency.startswith(f"afterany:{old}"), seen
-    assert [row.split("|")[1] for row in timeline.splitlines()] == ["COMPLETED", "COMPLETED"], seen
-    # Trained once, by the old job, without a stop; the new job restored it and never waited on the lock.
+    fields = "JobID,JobName%40,State,Submit,Start,End,WorkDir%200"
+    rows = [line.split("|") for line in _slurm(env, "sacct", "-X", "-n", "-P", "-o", fields,
+                                                 "-S", "now-1hour").splitlines()]  # fmt: skip
+    ours = [row[:6] for row in rows if Path(row[6]).resolve() == ws.resolve()]
+    timeline = "\n".join(" | ".join(row) for row in ours)
+    pending = [j for j, st in before.items() if st == "PENDING"]
+    header = "JobID | JobName | State | Submit | Start | End"
+    print(f"campaign timeline (SIGKILL at {killed_at}: training {training} [{holder}], starting {starting}; "
+          f"pending {pending}):"
+          f"\n{header}\n{timeline}\n--- twins.log\n{taken.read_text()}")  # fmt: skip
+    # No twin, no restore-only job: the six jobs of the killed run are all there is, each completed, each now
+    # named with the rerun's ID (the plugin's status checks followed them).
+    assert sorted(row[0] for row in ours) == sorted(old_jobs), timeline
+    assert {row[2] for row in ours} == {"COMPLETED"}, timeline
+    assert len({row[1] for row in ours}) == 1 and ours[0][1] not in first_log, timeline
+    rerun_part = second_log.split("Removed the lock left by Snakemake", 1)[-1]
+    assert set(_job_ids(rerun_part)) == set(old_jobs), rerun_part[-3000:]  # the plugin followed the old ids
+    assert "Removed the lock left by Snakemake pid" in second_log, second_log[-4000:]
     steps = config["data"]["generate"][GPU_TASK]["n_train"] // 4 * REATTACH_EPOCHS
-    trained = (metrics["status"], metrics["resumed_count"], metrics["steps_run"])
-    assert trained == ("completed", 0, steps), seen
-    trainer_log = (ws / "results" / "tiny" / "logs" / "train" / f"{RUN}.log").read_text()
-    assert "nothing left to train" in trainer_log and "is locked by" not in trainer_log, trainer_log[-3000:]
-    assert not record.exists()
+    for run in runs:
+        metrics = json.loads((ws / "results" / "tiny" / "runs" / run / "metrics.json").read_text())
+        trained = (metrics["status"], metrics["resumed_count"], metrics["steps_run"])
+        assert trained == ("completed", 0, steps), run
+        trainer_log = (ws / "results" / "tiny" / "logs" / "train" / f"{run}.log").read_text()
+        assert "is locked by" not in trainer_log and "nothing left to train" not in trainer_log, trainer_log
+        assert not records[run].exists()
 
 
-def _pending_reason(env: dict[str, str], job_id: str) -> str | None:
-    """'STATE|REASON' of a pending job once Slurm has given it a reason other than None."""
-    line = _slurm(env, "squeue", "-h", "-j", job_id, "-o", "%T|%r")
-    return line if line and not line.endswith("|None") else None

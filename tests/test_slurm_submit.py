@@ -24,7 +24,7 @@ from conftest import REPO, load_config, make_workspace, snakemake_command, tool_
 
 from pdelra import runs as run_layout
 from pdelra.cta_official import grid as cta_grid
-from pdelra.planning import experiment, slurm_site
+from pdelra.planning import experiment, gpu_models, slurm_site
 
 ACCOUNT = "pdelra"
 MAX_RUNTIME = 20
@@ -77,6 +77,20 @@ else:
     cpus = next((a.split("=")[1] for a in args if a.startswith("--cpus-per-task=")), "1")
     log = args[args.index("--output") + 1].replace("%j", str(job_id))
     env = {**os.environ, "SLURM_JOB_ID": str(job_id), "SLURM_CPUS_PER_TASK": cpus}
+    # A site of named nodes ($STUB_NODES 'NODE:FEATURE ...'): the job runs on the first whose feature its -C
+    # allows and its --exclude does not name; on a node of $STUB_NO_CUDA it finds no GPU, on the others the
+    # CPU stands in for the GPU (PDELRA_ALLOW_CPU=1).
+    if os.environ.get("STUB_NODES"):
+        constraint = next((args[i + 1] for i, a in enumerate(args) if a == "-C"), None)
+        excluded = {n for a in args if a.startswith("--exclude=") for n in a.split("=", 1)[1].split(",")}
+        node = next(name for name, feature in (item.split(":") for item in os.environ["STUB_NODES"].split())
+                    if name not in excluded and (constraint is None or feature in constraint.split("|")))
+        env["SLURMD_NODENAME"] = node
+        env.pop("PDELRA_ALLOW_CPU", None)
+        if node not in os.environ.get("STUB_NO_CUDA", "").split():
+            env["PDELRA_ALLOW_CPU"] = "1"
+        with open(state / "nodes.log", "a") as f:
+            f.write(f"{job_id} {rule} {node}\n")
     with open(log, "w") as out:
         done = subprocess.run(["sh", "-c", wrap], env=env, stdout=out, stderr=subprocess.STDOUT)
     outcome = "COMPLETED" if done.returncode == 0 else "FAILED"
@@ -101,7 +115,16 @@ PARTITIONS = (
     "PartitionName=gpu AllowGroups=ALL Default=YES MaxTime=2-00:00:00 PreemptMode=OFF State=UP TotalCPUs=64\n"
     "PartitionName=cpu AllowGroups=ALL Default=NO MaxTime=04:00:00 PreemptMode=OFF State=UP TotalCPUs=256\n"
 )
-CONFIG = "MinJobAge = 300 sec\nPreemptMode = OFF\nPreemptType = preempt/none\n"
+CONFIG = (
+    "AccountingStorageEnforce = associations,limits,qos\nMinJobAge = 300 sec\nPreemptMode = OFF\n"
+    "PreemptType = preempt/none\n"
+)
+# The association manager's answer (scontrol show assoc_mgr flags=assoc,qos): no shared limit set.
+ASSOC_MGR = (
+    f"Association Records\n\nClusterName=site Account={ACCOUNT} UserName= Partition= Priority=0 ID=3\n"
+    "    ParentAccount=root(1) Lft=2 DefAssoc=No\n    GrpJobs=N(0) GrpJobsAccrue=N(0)\n"
+    "    GrpSubmitJobs=N(0) GrpWall=N(0.00)\n    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=N(0)\n"
+)
 
 
 # sacctmgr -nP show assoc / show qos (fields as slurm_site.ASSOC_FIELDS, QOS_FIELDS): no limits but a day's
@@ -126,7 +149,12 @@ def _plain_stub(name: str, answer: str) -> str:
 
 
 def _write_stubs(
-    bin_dir: Path, partitions: str = PARTITIONS, config: str = CONFIG, assoc: str = ASSOC, qos: str = QOS
+    bin_dir: Path,
+    partitions: str = PARTITIONS,
+    config: str = CONFIG,
+    assoc: str = ASSOC,
+    qos: str = QOS,
+    assoc_mgr: str = ASSOC_MGR,
 ) -> None:
     bin_dir.mkdir(parents=True)
     stubs = {
@@ -141,6 +169,7 @@ def _write_stubs(
         "scontrol": (
             '#!/bin/sh\necho "scontrol $*" >> "$STUB_SLURM/calls.log"\n'
             f"if [ \"$2\" = partition ]; then cat <<'EOF'\n{partitions}EOF\n"
+            f"elif [ \"$2\" = assoc_mgr ]; then cat <<'EOF'\n{assoc_mgr}EOF\n"
             f"else cat <<'EOF'\n{config}EOF\nfi\n"
         ),
     }
@@ -363,6 +392,26 @@ def test_the_accounts_limits_lower_the_runs_jobs_and_a_short_qos_stops_it(tmp_pa
     assert "run with --jobs 1 or less" in log  # not lowered: the run stops
     assert not (ws / "data").exists()
 
+    # The account's GPU-minute budget against the campaign's FLOPs estimate (cluster.gpu_model), said before
+    # the run stops for the QOS; a rerun of the preflight only (nothing starts).
+    user = env["USER"]
+    config["cluster"]["gpu_model"] = "H100"
+    ws = make_workspace(tmp_path / "ws3", config)
+    shared = SHARED.replace("UserName=me(1000)", f"UserName={user}(0)")
+    _write_stubs(state / "bin3", assoc=f"{ACCOUNT}||normal,long|normal|||\n",
+                 qos="normal|||\nlong|12:00:00||\n", assoc_mgr=shared)  # fmt: skip
+    env["PATH"] = f"{state / 'bin3'}{os.pathsep}{env['PATH']}"
+    command = snakemake_command(ws, (target, "--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "120", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    budget = re.search(r"this campaign needs ≈ ([\d,.]+) of your 18,766 remaining GPU-minutes \((.*?)\)", log)
+    assert budget, log[-3000:]
+    estimated, what = budget.groups()
+    assert what == "the LRA runs' FLOPs estimate on H100, the other jobs' requests; 12 requested", what
+    assert estimated == "0", budget.group(0)  # the tiny run's FLOPs: seconds, far below its 12-minute request
+
 
 # ---------------------------------------------------------------------------------------------------------
 # Every GPU job of the paper config, submitted unrun: site options and the order of submission
@@ -391,8 +440,11 @@ def _ready_inputs(ws: Path, config: dict, smoke_ok: bool) -> str:
     passed where `smoke_ok`, and so do the runs of the first diagnose job (listops part 0), so that it is
     ready beside them. Returns that job's runs' class, as the order counts it."""
     if smoke_ok:
-        (ws / "results" / config["experiment"] / "cluster").mkdir(parents=True)
-        (ws / "results" / config["experiment"] / "cluster" / "smoke.ok").write_text("")
+        smoke = ws / "results" / config["experiment"] / "cluster" / "smoke"
+        smoke.mkdir(parents=True)
+        task = experiment.lra_runs(config)[0][0]
+        for model in gpu_models.smoke_models(experiment.merged(config, "resources", task)):
+            (smoke / f"{model}.ok").write_text("")
     processed = ws / config["data"]["processed_dir"]
     cta = config["cta_official"]
     manifests = [*config["tasks"], f"lm_{config['lm']['corpus']}"]
@@ -545,6 +597,56 @@ def test_the_smoke_test_is_the_first_job_and_nothing_is_submitted_before_it_pass
     print("smoke", " ".join(argv))
 
 
+@pytest.mark.slow  # three smoke jobs run through the plugin: ~40-70 s
+def test_a_smoke_job_on_a_node_without_cuda_records_it_and_its_retry_passes_elsewhere(tmp_path: Path):
+    """cluster.smoke with constraint 'a100|h100': one smoke job per model, each constrained to it. The A100
+    job lands on a01, where torch sees no GPU: it records a01 in bad_nodes.txt, and its retry carries
+    --exclude=a01 and passes on a02. Then the training job follows, a01 excluded too."""
+    config = load_config("tiny")
+    config["run_grids"] = ["single"]
+    config["grids"] = {"single": {"tasks": ["listops"], "seeds": [0], "variants": ["none"], "scales": ["h1"]}}
+    config["defaults"]["resources"].update(gpu=1, constraint="a100|h100")
+    config["cluster"] = {"smoke": True}
+    ws = make_workspace(tmp_path / "ws", config)
+    state = tmp_path / "slurm"
+    _write_stubs(state / "bin")
+    env = tool_env({"STUB_SLURM": str(state), "STUB_NODES": "a01:a100 a02:a100 h01:h100",
+                    "STUB_NO_CUDA": "a01", "USER": os.environ.get("USER", "root")})  # fmt: skip
+    env["PATH"] = f"{state / 'bin'}{os.pathsep}{env['PATH']}"
+    target = "results/tiny/runs/listops/none/h1/base/seed0/metrics.json"
+    overrides = ("--workflow-profile", "none", "--default-resources", "slurm_partition=gpu",
+                 f"slurm_account={ACCOUNT}", "--slurm-init-seconds-before-status-checks", "1",
+                 "--max-status-checks-per-second", "10", "--latency-wait", "1", "--retries", "1")  # fmt: skip
+    command = snakemake_command(ws, (target, "--profile", "profiles/slurm", *overrides))
+    proc = subprocess.run(
+        ["timeout", "-k", "10", "300", *command], cwd=ws, env=env, capture_output=True, text=True
+    )
+    log = proc.stdout + proc.stderr
+    assert proc.returncode == 0, log[-5000:]
+    submitted = [json.loads(line) for line in (state / "sbatch.jsonl").read_text().splitlines()]
+    smoke = [
+        (_sbatch_option(job["argv"], "-C"), _sbatch_option(job["argv"], "--exclude"))
+        for job in submitted
+        if job["rule"] == "smoke"
+    ]
+    expected = [("a100", None), ("a100", "a01"), ("h100", None)]  # the A100 job's retry excludes a01
+    assert sorted(smoke, key=str) == sorted(expected, key=str), log[-5000:]
+    nodes = [line.split() for line in (state / "nodes.log").read_text().splitlines()]
+    assert sorted(node for _, rule, node in nodes if rule == "smoke") == ["a01", "a02", "h01"]
+    assert (ws / "results/tiny/cluster/bad_nodes.txt").read_text() == "a01\n"
+    assert sorted(p.name for p in (ws / "results/tiny/cluster/smoke").glob("*.ok")) == ["a100.ok", "h100.ok"]
+    assert "no CUDA device visible" in log or any(
+        "node a01 recorded" in path.read_text() for path in (ws / "results/tiny/logs/smoke").glob("*.log")
+    )
+    train = [job for job in submitted if job["rule"] == "train"]
+    assert len(train) == 1 and _sbatch_option(train[0]["argv"], "--exclude") == "a01", train
+    assert _sbatch_option(train[0]["argv"], "-C") == "a100|h100"
+    assert json.loads((ws / target).read_text())["status"] == "completed"
+    for job in submitted:
+        flags = [a for a in job["argv"] if a.startswith(("-C", "--exclude", "a1", "h1"))]
+        print(job["id"], job["rule"], " ".join(flags))
+
+
 # ---------------------------------------------------------------------------------------------------------
 # The arithmetic and the preflight, without Snakemake
 # ---------------------------------------------------------------------------------------------------------
@@ -579,11 +681,16 @@ def test_slurm_times_are_read_in_minutes(text: str, minutes: float | None):
 
 
 def _answers(
-    partitions: str, config: str = CONFIG, sinfo: str = "gpu*\ncpu\n", assoc: str = ASSOC, qos: str = QOS
+    partitions: str,
+    config: str = CONFIG,
+    sinfo: str = "gpu*\ncpu\n",
+    assoc: str = ASSOC,
+    qos: str = QOS,
+    assoc_mgr: str = ASSOC_MGR,
 ):
     def run(commands):
         canned = {"sinfo": sinfo, "partition": partitions, "config": config, "sacct": "", "assoc": assoc}
-        canned["qos"] = qos
+        canned.update(qos=qos, assoc_mgr=assoc_mgr)
         return [
             (canned[c[3] if c[0] == "sacctmgr" else c[2] if c[0] == "scontrol" else c[0]], None)
             for c in commands
@@ -710,3 +817,131 @@ def test_no_limits_nothing_said_and_an_unanswering_sacctmgr_is_a_warning():
         run=_answers(PARTITIONS, assoc=f"{ACCOUNT}||long||||\n", qos="long|12:00:00||100\n"),
     )  # fmt: skip
     assert report.max_jobs == 90 and "QOS long allows 720 min" in report.problems[0], report
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The account's shared limits (scontrol show assoc_mgr) and whether the cluster enforces any
+# ---------------------------------------------------------------------------------------------------------
+# The whole account may keep 50 jobs queued (30 are, colleagues' included) and run 20; it has 60,000
+# GPU-minutes of which 41,234 are spent. The user's own association and another account's set nothing that
+# applies here, the QOS long has its own GrpSubmitJobs.
+SHARED = f"""Current Association Manager state
+
+Association Records
+
+ClusterName=site Account=root UserName= Partition= Priority=0 ID=1
+    ParentAccount= Lft=1 DefAssoc=No
+    GrpJobs=N(0) GrpJobsAccrue=N(0)
+    GrpSubmitJobs=N(0) GrpWall=N(0.00)
+    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=N(0)
+ClusterName=site Account={ACCOUNT} UserName= Partition= Priority=0 ID=3
+    ParentAccount=root(1) Lft=2 DefAssoc=No
+    GrpJobs=20(5) GrpJobsAccrue=N(0)
+    GrpSubmitJobs=50(30) GrpWall=N(0.00)
+    GrpTRES=cpu=N(0),mem=N(0),gres/gpu=8(2)
+    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=60000(41234)
+ClusterName=site Account={ACCOUNT} UserName=me(1000) Partition= Priority=0 ID=4
+    ParentAccount= Lft=3 DefAssoc=Yes
+    GrpJobs=N(2) GrpJobsAccrue=N(0)
+    GrpSubmitJobs=N(9) GrpWall=N(0.00)
+    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=N(700)
+ClusterName=site Account=other UserName= Partition= Priority=0 ID=5
+    ParentAccount=root(1) Lft=4 DefAssoc=No
+    GrpJobs=1(0) GrpJobsAccrue=N(0)
+    GrpSubmitJobs=1(0) GrpWall=N(0.00)
+    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=10(0)
+
+QOS Records
+
+QOS=long(2)
+    UsageRaw=0.000000
+    GrpJobs=N(0) GrpJobsAccrue=N(0) GrpSubmitJobs=200(100) GrpWall=N(0.00)
+    GrpTRESMins=cpu=N(0),mem=N(0),gres/gpu=N(0)
+QOS=normal(1)
+    GrpJobs=N(0) GrpJobsAccrue=N(0) GrpSubmitJobs=3(0) GrpWall=N(0.00)
+"""
+LONG_GPU = PARTITIONS.replace("MaxTime=04:00:00", "MaxTime=2-00:00:00")
+
+
+def test_the_accounts_shared_limits_are_read_with_what_is_in_use():
+    limits, budgets = slurm_site.shared_limits(f"{ACCOUNT}||long|long|||\n", SHARED, "me", [ACCOUNT], [None])
+    assert sorted((limit.kind, limit.value, limit.name) for limit in limits) == [
+        ("jobs", 20, "GrpJobs"),
+        ("submit", 20, "GrpSubmitJobs"),  # 50 less the 30 queued now
+        ("submit", 100, "GrpSubmitJobs"),  # the QOS long (the association's default): 200 less 100
+    ]
+    assert {limit.source for limit in limits} == {
+        f"association {ACCOUNT} (the whole account) with 30 in use now",
+        f"association {ACCOUNT} (the whole account) with 5 in use now",
+        "QOS long with 100 in use now",
+    }
+    (budget,) = budgets
+    assert (budget.limit, budget.used, budget.left) == (60000, 41234, 18766)
+    # Another account's limits, and a QOS the jobs do not use (normal), do not apply.
+    assert not any("other" in limit.source or "normal" in limit.source for limit in limits)
+
+
+def test_the_grp_limits_cap_the_run_and_the_gpu_minutes_are_set_against_the_budget():
+    """Enforced limits (AccountingStorageEnforce has `limits`): what is free of the account's GrpSubmitJobs
+    (20) caps the run's jobs (18, 2 left), GrpJobs is a note, and the campaign's GPU-minutes are set against
+    the GrpTRESMins budget: a note when they fit, a warning when they do not."""
+    run = _answers(LONG_GPU, assoc=f"{ACCOUNT}||long|long|||\n", assoc_mgr=SHARED)
+
+    def preflight(gpu_minutes: float):
+        return slurm_site.site_problems(
+            {"gpu": [("train", 720)]}, ["gpu", ACCOUNT], "sacct", 1440, run=run, user="me",
+            accounts=[ACCOUNT], qos=[None], jobs=250, gpu_minutes=(gpu_minutes, "what its GPU jobs ask for"),
+        )  # fmt: skip
+
+    report = preflight(12000)
+    assert report.problems == [] and report.max_jobs == 18, report
+    (cap,) = report.warnings
+    assert cap.startswith(f"association {ACCOUNT} (the whole account) with 30 in use now takes at most 20 ")
+    assert "(GrpSubmitJobs)" in cap and "at most 18 jobs at once (jobs: 250 lowered)" in cap, cap
+    assert not any("GrpJobs" in note for note in report.notes), "18 at once: GrpJobs (20) holds none back"
+    budget = (
+        f"association {ACCOUNT} (the whole account) has 18,766 GPU-minutes left of its 60,000 (GrpTRESMins "
+        "gres/gpu, 41,234 used, shared by its jobs): this campaign needs ≈ 12,000 of your 18,766 remaining "
+        "GPU-minutes (what its GPU jobs ask for)"
+    )
+    assert budget in report.notes, report
+    report = preflight(30000)
+    over = [w for w in report.warnings if "GrpTRESMins" in w]
+    assert len(over) == 1 and "needs ≈ 30,000 of your 18,766 remaining GPU-minutes" in over[0], report
+    assert "AssocGrpGRESMinutes" in over[0]
+
+
+def test_limits_a_cluster_does_not_enforce_cap_nothing_and_are_one_note():
+    """AccountingStorageEnforce without `limits`: sbatch refuses nothing over a submit limit and no MaxWall
+    holds a job, so neither the submit cap nor the MaxWall stop applies; the limits are named once."""
+    config = CONFIG.replace("associations,limits,qos", "associations")
+    run = _answers(
+        LONG_GPU, config, assoc=f"{ACCOUNT}||long|long||100|\n", qos="long|12:00:00||\n", assoc_mgr=SHARED
+    )
+    report = slurm_site.site_problems(
+        {"gpu": [("train", 720)]}, ["gpu", ACCOUNT], "sacct", 1440, run=run, user="me", accounts=[ACCOUNT],
+        qos=[None], jobs=250, gpu_minutes=(30000.0, "asked"),
+    )  # fmt: skip
+    assert report.problems == [] and report.warnings == [] and report.max_jobs is None, report
+    (note,) = report.notes
+    assert note.startswith("limits are set (GrpJobs (association") and "MaxSubmitJobs" in note, note
+    assert note.endswith(
+        "but this cluster does not enforce them (AccountingStorageEnforce=associations, without `limits`): "
+        "the run's jobs are not capped for them"
+    ), note
+    assert slurm_site.enforced({"AccountingStorageEnforce": "associations,safe"})  # safe implies limits
+    assert not slurm_site.enforced({"AccountingStorageEnforce": "none"}) and not slurm_site.enforced({})
+
+
+def test_an_unreadable_association_manager_leaves_the_users_own_limits_applied():
+    def mgr_fails(commands):
+        answers = _answers(LONG_GPU, assoc=f"{ACCOUNT}||normal|normal||100|\n")(commands)
+        return [(None, "Access/permission denied") if c[:3] == ["scontrol", "show", "assoc_mgr"] else a
+                for c, a in zip(commands, answers, strict=True)]  # fmt: skip
+
+    report = slurm_site.site_problems(
+        {"gpu": [("train", 720)]}, ["gpu", ACCOUNT], "sacct", 1440, run=mgr_fails, user="me",
+        accounts=[ACCOUNT], qos=[None], jobs=250,
+    )  # fmt: skip
+    assert report.max_jobs == 90 and report.problems == [], report  # MaxSubmitJobs=100 still caps
+    assert any("shared limits (GrpSubmitJobs, GrpJobs, GrpTRESMins) are unread" in n for n in report.notes)

@@ -76,7 +76,29 @@ def test_smoke_fails_at_cuda_where_the_jobs_ask_for_a_gpu_and_torch_sees_none(
     assert main(["smoke", str(path)]) == 1
     lines = _lines(capsys)
     assert lines[0].startswith("FAIL  cuda: SmokeFailure: no CUDA device visible to torch")
+    assert "recorded" not in lines[0]  # outside the workflow ($PDELRA_BAD_NODES unset): no record
     assert lines[1] == "smoke test failed at cuda"
+
+
+def test_a_smoke_job_on_a_node_without_cuda_records_the_node_as_a_training_job_does(
+    no_cuda: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = load_config("tiny")
+    config["defaults"]["resources"]["gpu"] = 1
+    path = tmp_path / "gpu.yaml"
+    path.write_text(yaml.safe_dump(config))
+    record = tmp_path / "cluster" / "bad_nodes.txt"
+    monkeypatch.setenv(bad_nodes.BAD_NODES_ENV, str(record))
+    monkeypatch.setenv("SLURMD_NODENAME", "gpu07")
+    assert main(["smoke", str(path)]) == 1
+    assert _lines(capsys)[0].endswith(f"; node gpu07 recorded in {record}")
+    assert bad_nodes.read_bad_nodes(record) == ["gpu07"]
+    monkeypatch.setenv(D.ALLOW_CPU_ENV, "1")  # the CPU allowed on purpose: the steps run, nothing failed
+    assert main(["smoke", str(path)]) == 0
+    lines = _lines(capsys)
+    why = f"no CUDA, and the CPU is allowed by {D.ALLOW_CPU_ENV}"
+    assert lines[0] == f"skip  cuda, bf16: the GPU checks were skipped ({why})"
+    assert lines[-1] == "smoke test passed: 2 check(s) on cpu"
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -152,16 +174,16 @@ def test_the_workflow_submits_its_jobs_with_the_recorded_nodes_excluded(tmp_path
 
 def test_the_smoke_rule_runs_pdelra_smoke_on_the_workflows_config_before_any_training(tmp_path: Path) -> None:
     """cluster.smoke: rule smoke runs `pdelra smoke` on the resolved config (a YAML file it accepts) and
-    writes smoke.ok; until then every training job waits on it, after it none reruns it."""
+    writes smoke/any.ok; until then every training job waits on it, after it none reruns it."""
     config = load_config("tiny")
     config["cluster"] = {"smoke": True}
     ws = make_workspace(tmp_path, config)
     planned = run_snakemake(ws, "-n", "--cores", "1", check=True).stdout
     assert re.search(r"^smoke\s+1$", planned, re.M) and re.search(r"^train\s+4$", planned, re.M)
     train_blocks = [block for block in planned.split("\nrule ")[1:] if block.startswith("train:")]
-    assert train_blocks and all("results/tiny/cluster/smoke.ok" in block for block in train_blocks)
-    run_snakemake(ws, "results/tiny/cluster/smoke.ok", "--cores", "1", check=True)
-    log = (ws / "results" / "tiny" / "logs" / "smoke" / "smoke.log").read_text().splitlines()
+    assert train_blocks and all("results/tiny/cluster/smoke/any.ok" in block for block in train_blocks)
+    run_snakemake(ws, "results/tiny/cluster/smoke/any.ok", "--cores", "1", check=True)
+    log = (ws / "results" / "tiny" / "logs" / "smoke" / "any.log").read_text().splitlines()
     assert log[-1] == "smoke test passed: 2 check(s) on cpu"
     after = run_snakemake(ws, "-n", "--cores", "1", check=True).stdout
     assert not re.search(r"^smoke\s", after, re.M) and re.search(r"^train\s+4$", after, re.M)

@@ -18,6 +18,12 @@ file it finds, so a file left by a failed flock attempt, or by a DVC process tha
   one command, and no command of this project's runs for a day. Its claim file goes with it.
 Removal goes through the run lock's breaker (`lock.break`, and a check that the file is unchanged), so two
 processes never remove a lock that one of them has just taken.
+
+A hard-link lock whose claim is gone but which is younger than CLAIM_GRACE_S (its DVC process died moments
+ago, e.g. with a Snakemake killed mid-download) is waited out in `prepare`, saying so, rather than handed to
+DVC, which would fail after 3 s with "Unable to acquire lock. Most likely another DVC process is running",
+untrue here. Where DVC still fails so (a lock that is held, or was held by a process killed holding it), the
+command's error is `lock_message`: which file, what it is, since when, and when or how it goes.
 """
 
 from __future__ import annotations
@@ -49,8 +55,62 @@ def prepare(root: Path) -> lock.LockMode:
         return mode
     set_hardlink_lock(root, mode)
     for name in LOCK_FILES:
-        clear_if_stale(tmp / name, flock_works=mode.reason == lock.FORCED)
+        path = tmp / name
+        if not clear_if_stale(path, flock_works=mode.reason == lock.FORCED) and (wait := _claim_wait(path)):
+            log.warning("waiting %.0f s: %s", wait, lock_message(path))
+            time.sleep(wait)
+            clear_if_stale(path, flock_works=mode.reason == lock.FORCED)
     return mode
+
+
+def _claim_wait(path: Path) -> float:
+    """Seconds until the hard-link lock `path`, its claim gone, counts as abandoned; 0 for any other lock."""
+    try:
+        held, info = path.read_text(), os.stat(path)
+    except FileNotFoundError:
+        return 0.0
+    if _FLOCK_CONTENT.match(held) or info.st_nlink >= 2:
+        return 0.0
+    return max(0.0, CLAIM_GRACE_S - (time.time() - info.st_ctime))
+
+
+def lock_message(path: Path) -> str:
+    """What DVC's lock file `path` is, since when, and when or how it goes: the words to give instead of DVC's
+    "Most likely another DVC process is running"."""
+    try:
+        held, info = path.read_text(), os.stat(path)
+    except FileNotFoundError:
+        return f"DVC's lock {path} is gone now: run the command again"
+    age = time.time() - info.st_ctime
+    since = f"{time.strftime('%H:%M:%S', time.localtime(info.st_ctime))}, {age:.0f} s ago"
+    if _FLOCK_CONTENT.match(held) is None:
+        claim = held.strip()
+        if info.st_nlink < 2:
+            return (
+                f"DVC's lock {path} is a hard-link lock left by a DVC process that died while it locked "
+                f"or unlocked (its claim file {claim} is gone), taken {since}: no DVC process holds it, and "
+                f"pdelra removes it {CLAIM_GRACE_S:.0f} s after it was taken"
+            )
+        return (
+            f"DVC's lock {path} is a hard-link lock taken {since} by a DVC process that still holds it or "
+            f"was killed holding it (claim file {claim}; hard-link locks record no process id): if no `dvc`, "
+            f"`pdelra fetch` or `pdelra version` of this checkout runs (`pgrep -af dvc`), remove {path} and "
+            f"{claim}; pdelra removes it by itself {DVC_LOCK_STALE_S / 3600:.0f} h after it was taken"
+        )
+    pid = held.strip() or "none yet"
+    return (
+        f"DVC's lock {path} is a flock lock (pid {pid}) taken {since}: a DVC process of this host holds it, "
+        "or flock fails on this file system (set cluster.lock: file, which makes DVC lock with hard links)"
+    )
+
+
+def explain_lock_failure(root: Path, message: str) -> str:
+    """`message` (a DVC command's error) with DVC's lock failure replaced by what the lock files are."""
+    if "Unable to acquire lock" not in message:
+        return message
+    tmp = root / ".dvc" / "tmp"
+    found = [lock_message(tmp / name) for name in LOCK_FILES if (tmp / name).exists()]
+    return "; ".join(found) or message
 
 
 def set_hardlink_lock(root: Path, mode: lock.LockMode) -> None:

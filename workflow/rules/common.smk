@@ -74,9 +74,14 @@ def config_error(problems):
 
 
 os.environ.update(tasks.job_environment(config.get("task_modules") or (), os.getcwd()))  # jobs: its tasks too
-_schema = load_schema(SCHEMA)
-if _problems := config_problems(config, _schema):
-    config_error(_problems)
+if workflow.is_main_process:
+    _schema = load_schema(SCHEMA)
+    if _problems := config_problems(config, _schema):
+        config_error(_problems)
+else:  # a job's own Snakemake (Slurm job step): the planning one checked this config; fill defaults only,
+    # without the model probes and torch (pdelra.planning.config_check.load_schema; docs/measurements.md)
+    tasks.load_modules(config.get("task_modules") or ())
+    _schema = load_schema(SCHEMA, variant_names=False)
 config.update(with_defaults(config, _schema))  # as validate(set_default=True), a part's section too
 
 RESULTS = f"results/{config['experiment']}"

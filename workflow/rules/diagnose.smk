@@ -7,7 +7,7 @@ it last ran. A job reruns when one of its runs' weights change or when the diagn
 is a parameter (Snakemake does not rerun on edits of imported Python modules, but does on a changed parameter)
 — and never makes training rerun."""
 
-from pdelra.steps.diagnose import source_digest
+from pdelra.steps.diagnose_code import source_digest  # torch-free: every job's parse reads it
 
 DIAGNOSTICS_CODE = source_digest()  # sha256 of the diagnostics code (diagnose.DIAGNOSTICS_SOURCES)
 DIAGNOSE_EXAMPLES = 32  # the first N validation examples of each task, the same for every run

@@ -3,7 +3,7 @@ every GPU rule, the priorities, and the CPU jobs' partition (profiles/slurm/READ
 
 import functools
 
-from pdelra.planning import estimate, reattach
+from pdelra.planning import estimate, gpu_models, reattach
 from pdelra.training import bad_nodes
 
 # ----------------------------------------------------------------------------------------------------
@@ -76,12 +76,22 @@ def site_options(sections, checkpoints=None):
         return [checkpoints.format(**dict(wildcards.items()))]
 
     def slurm_extra(wildcards, attempt):
-        extra = bad_nodes.slurm_extra(BAD_NODES, configured(wildcards) if callable(configured) else configured)
-        if not workflow.is_main_process:  # a job's own Snakemake submits nothing
-            return extra
-        return reattach.slurm_extra(extra, folders(wildcards))
+        flags = configured(wildcards) if callable(configured) else configured
+        if not workflow.is_main_process:  # a job's own Snakemake submits nothing: no bad nodes, no squeue
+            return flags
+        return reattach.slurm_extra(bad_nodes.slurm_extra(BAD_NODES, flags), folders(wildcards))
 
     options["slurm_extra"] = declared(slurm_extra)
+    return options
+
+
+def model_site_options(section, models):
+    """The site options of `section` for a job of one GPU model, its wildcard `gpu` one of `models`
+    (pdelra.planning.gpu_models.smoke_models): the constraint narrowed to that model where the models are the
+    constraint's alternatives."""
+    options = site_options({None: section})
+    if len(models) > 1 and not section.get("gpu_model"):
+        options["constraint"] = declared(lambda wildcards: gpu_models.smoke_constraint(wildcards.gpu, section))
     return options
 
 

@@ -60,9 +60,9 @@ def _run_dvc(args: list[str], root: Path, url: str) -> None:
     env = {**os.environ, "DVC_NO_ANALYTICS": "1"}
     result = subprocess.run([dvc_command(), *args], cwd=root, env=env, capture_output=True, text=True)
     if result.returncode != 0:
-        tail = (result.stderr or result.stdout).strip().splitlines()[-5:]
+        tail = " | ".join((result.stderr or result.stdout).strip().splitlines()[-5:])
         raise DataError(None, f"download of {url} failed: `dvc {' '.join(args)}` exited {result.returncode}: "
-                              + " | ".join(tail))  # fmt: skip
+                              + dvc_lock.explain_lock_failure(root, tail))  # fmt: skip
 
 
 def fetch(url: str, out: Path, md5: str | None = None) -> str:

@@ -159,7 +159,8 @@ def register_smoke(subparsers: argparse._SubParsersAction) -> None:
         choices=("auto", "cuda", "cpu"),
         default="auto",
         help="cuda: the GPU checks and the steps on the GPU (fails without one); cpu: the steps on the CPU, "
-        "GPU checks skipped; auto (default): cuda when a training job asks for a GPU or one is visible",
+        "GPU checks skipped; auto (default): cuda when a training job asks for a GPU or one is visible "
+        "(cpu where none is and PDELRA_ALLOW_CPU=1); a node without CUDA is recorded in $PDELRA_BAD_NODES",
     )
     parser.set_defaults(handler="pdelra.planning.smoke:run")
 

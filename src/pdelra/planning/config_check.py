@@ -22,8 +22,6 @@ from pdelra import runs as run_layout
 from pdelra.data.generate import resolve_params
 from pdelra.errors import UserError
 from pdelra.model_layers import heads_problem, layered
-from pdelra.nn.model import POINTS, VARIANTS, ModelConfig, config_row
-from pdelra.nn.operator_check import PROBE_SHORT_LENGTH, check_operators
 from pdelra.planning import estimate
 from pdelra.planning.experiment import part_data_tasks
 from pdelra.planning.slurm_site import runtime_warnings
@@ -53,13 +51,18 @@ def yaml_problem(path: str | Path) -> str | None:
     return None
 
 
-def load_schema(path: str | Path = SCHEMA) -> dict[str, Any]:
+def load_schema(path: str | Path = SCHEMA, variant_names: bool = True) -> dict[str, Any]:
     """The config schema, with the variant names taken from pdelra.nn.model.VARIANTS and the task names from
-    pdelra.tasks (their one sources)."""
+    pdelra.tasks (their one sources). `variant_names=False` leaves the file's variant enum: enough to fill in
+    defaults (`with_defaults`), and it spares importing the model, hence torch (3 s and 150 MB of a Slurm
+    job's own Snakemake, which stays resident while the job trains)."""
     import yaml
 
     schema = yaml.safe_load(Path(path).read_text())
-    schema["definitions"]["variant"]["enum"] = list(VARIANTS)
+    if variant_names:
+        from pdelra.nn.model import VARIANTS  # torch: only where the names are checked
+
+        schema["definitions"]["variant"]["enum"] = list(VARIANTS)
     return with_tasks(schema)
 
 
@@ -259,6 +262,8 @@ def variant_problems(config: Mapping[str, Any]) -> list[str]:
     """The config's own variants: a name is not a built-in one's, and each key names an insertion point or a
     built-in position and each operator is one the model can place there (pdelra.nn.model.config_row). The
     operators themselves are built and run in model_problems, with each grid's model sizes."""
+    from pdelra.nn.model import POINTS, VARIANTS, config_row  # torch (load_schema says why it waits)
+
     problems = []
     for name, row in (config.get("variants") or {}).items():
         if name in VARIANTS:
@@ -320,9 +325,12 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
     """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it,
     and of each own variant's operators as they run at each task's real max_length (check_operators: forward
     and backward on a padded batch; once per grid, d_model and max_length, naming the tasks)."""
+    from pdelra.nn.model import ModelConfig  # torch (load_schema says why it waits)
+    from pdelra.nn.operator_check import PROBE_SHORT_LENGTH, check_operators
+
     declared = config.get("variants") or {}
     problems: dict[str, None] = {}
-    probes: dict[tuple[str, str, int, int], tuple[ModelConfig, list[str]]] = {}
+    probes: dict[tuple[str, str, int, int], tuple[Any, list[str]]] = {}
     for name in config["run_grids"]:
         grid = config["grids"][name]
         settings = run_layout.grid_settings(grid, f"grids.{name}")

@@ -22,7 +22,7 @@ This module imports nothing heavy (Snakemake imports it while it parses the work
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from itertools import product
 from typing import Any
 
@@ -30,7 +30,7 @@ from pdelra import parts
 from pdelra import runs as run_layout
 from pdelra.parts import TrainingJob, TrainingRule
 from pdelra.parts import job_asks as _asks
-from pdelra.planning import estimate
+from pdelra.planning import estimate, gpu_models
 from pdelra.tasks import tasks_of_source
 
 Run = tuple[str, str, str, str, int]  # (task, variant, scale, setting, seed): pdelra.runs.RUN_KEYS
@@ -302,9 +302,17 @@ def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
         report=1,
         version=1,
         all=1,
-        smoke=int(bool((config.get("cluster") or {}).get("smoke"))),  # one GPU check before any training
+        smoke=smoke_jobs(config, runs),  # a GPU check per GPU model before any training
     )
     return {rule: count for rule, count in jobs.items() if count}
+
+
+def smoke_jobs(config: Mapping[str, Any], runs: Sequence[Run]) -> int:
+    """cluster.smoke's jobs: one per GPU model of the first LRA run's task (workflow/rules/smoke.smk)."""
+    if not (config.get("cluster") or {}).get("smoke"):
+        return 0
+    task = runs[0][0] if runs else next(iter(config["tasks"]))
+    return len(gpu_models.smoke_models(merged(config, "resources", task)))
 
 
 def workflow_jobs(config: Mapping[str, Any]) -> dict[str, int]:

@@ -10,8 +10,9 @@ dependency it would start at once and hold a GPU while it waits on the run's loc
 
 squeue is asked once per LIVE_TTL_S per process (a rerun submits hundreds of jobs), and only when a record
 exists. A failing or missing squeue is said once on stderr and counts as no live job: the new job then waits
-on the lock, as before. Jobs of the dead session that had not started record nothing; they start later, find
-the run finished, and end.
+on the lock, as before. Jobs of the dead session that had not reached the lock record nothing here: the rerun
+finds those (and these) by the plugin's comment and takes them over instead (pdelra.planning.twins); this
+dependency is the fallback for a job it did not take over.
 
 This module imports nothing heavy: the workflow's resources read it at submission.
 """

@@ -10,6 +10,9 @@ plugin (which calls sbatch synchronously) submits nothing else, as sbatch would 
 outcome, an accepted job or another error, is passed through unchanged: its stdout, stderr and exit code.
 When the patience runs out, the last refusal is passed through, after one line saying so.
 
+Before it submits, a rerun's shim takes over (or cancels) the job a killed run left live for the same rule
+and wildcards (pdelra.planning.twins, cluster.on_rerun): a job taken over is answered with its id.
+
 "Job violates accounting/QOS policy" is also sbatch's answer to a time limit above MaxWall, which no wait
 cures; the Slurm preflight stops a run whose cluster.max_runtime is above a MaxWall before any submission.
 """
@@ -25,6 +28,8 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+
+from pdelra.planning import twins
 
 PATIENCE_ENV = "PDELRA_SBATCH_PATIENCE"  # seconds of refusals before giving up (default: a day)
 FIRST_WAIT_ENV = "PDELRA_SBATCH_FIRST_WAIT"  # seconds of the first wait (default 30; tests set it small)
@@ -139,6 +144,12 @@ def main(argv: Sequence[str]) -> int:
     named = any(arg.startswith("--wrap") or (not arg.startswith("-") and Path(arg).is_file()) for arg in argv)
     reads_stdin = not named and not sys.stdin.isatty()
     stdin = sys.stdin.buffer.read() if reads_stdin else None
+    # A rerun takes over the live job a killed run left for this job, or cancels it (pdelra.planning.twins).
+    decision = twins.decide_from_env(argv, stdin.decode(errors="replace") if stdin else "")
+    if decision.adopted is not None:
+        print(decision.adopted)  # as `sbatch --parsable` answers: the plugin now follows the old job
+        return 0
+    argv = decision.argv
     log = os.environ.get(LOG_ENV)
     done = submit(
         [sbatch, *argv],

@@ -18,7 +18,11 @@ and the plugin counts that refusal as a failed attempt (three in seconds, then t
 Snakemake is restarted), so the run's concurrent jobs are capped below it, a few left for the user's other
 jobs; a refusal that still comes is waited out by the run's sbatch shim (pdelra.planning.sbatch_retry). A
 `cluster.max_runtime` above a QOS's or association's MaxWall stops the run: such a job pends forever. Past
-MaxJobs a job only pends (it keeps its place in the queue), so MaxJobs is reported, not capped at.
+MaxJobs a job only pends (it keeps its place in the queue), so MaxJobs is reported, not capped at. The
+account's shared limits (GrpSubmitJobs, GrpJobs, GrpTRESMins; pdelra.planning.grp_limits) are read with what
+is in use now: what is free of a GrpSubmitJobs caps the run as a MaxSubmitJobs does, and the GPU-minute
+budget is set against what the campaign asks for. All of it applies only where slurmctld enforces limits
+(AccountingStorageEnforce has `limits`): elsewhere a cap would slow the run for nothing.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from typing import Any
 
 # The grid's arithmetic of a job's time (a job's first request, the cap) lives with the jobs themselves.
 from pdelra.parts import DEFAULT_MAX_RUNTIME
+from pdelra.planning import grp_limits
 from pdelra.planning.experiment import merged, pack_minutes
 
 # Site options a job may carry from the config (config/README.md), read by snakemake-executor-plugin-slurm
@@ -243,16 +248,7 @@ def account_limits(
                 limits.append(Limit(kind, value, name, source))
         if (minutes := slurm_minutes(row["maxwall"])) is not None:
             limits.append(Limit("wall", minutes, f"MaxWall {row['maxwall']}", source))
-    used = set()
-    for name in set(qos_used) or {None}:  # no job named: the default QOS
-        if name:
-            used.add(name)
-            continue
-        for row in rows:  # the association's default QOS; one allowed QOS is the default too
-            allowed = [q for q in row["qos"].split(",") if q]
-            default = row["defaultqos"] or (allowed[0] if len(allowed) == 1 else "")
-            if default:
-                used.add(default)
+    used = qos_in_use(rows, qos_used)
     for row in parse_rows(qos, QOS_FIELDS):
         if row["name"] not in used:
             continue
@@ -266,6 +262,54 @@ def account_limits(
         if (minutes := slurm_minutes(row["maxwall"])) is not None:
             limits.append(Limit("wall", minutes, f"MaxWall {row['maxwall']}", source))
     return sorted(limits, key=lambda limit: (limit.kind, limit.value, limit.source))
+
+
+def qos_in_use(rows: Iterable[Mapping[str, str]], qos_used: Iterable[str | None]) -> set[str]:
+    """The QOS names the jobs run under: those they name, and for a job naming none (None) the default QOS of
+    the association rows (ASSOC_FIELDS; one allowed QOS is the default too)."""
+    rows = list(rows)
+    used = set()
+    for name in set(qos_used) or {None}:  # no job named: the default QOS
+        if name:
+            used.add(name)
+            continue
+        for row in rows:
+            allowed = [q for q in row["qos"].split(",") if q]
+            default = row["defaultqos"] or (allowed[0] if len(allowed) == 1 else "")
+            if default:
+                used.add(default)
+    return used
+
+
+def shared_limits(
+    assoc: str, assoc_mgr: str, user: str, accounts: Iterable[str], qos_used: Iterable[str | None]
+) -> tuple[list[Limit], list[grp_limits.GrpLimit]]:
+    """The account's and QOS's shared limits (pdelra.planning.grp_limits) that bind the user's jobs, from
+    `scontrol show assoc_mgr flags=assoc,qos`: GrpSubmitJobs and GrpJobs as Limits of what is free now (the
+    limit less the jobs in it, colleagues' included), and the GPU-minute budgets (GrpTRESMins gres/gpu)."""
+    accounts = list(accounts)
+    rows = parse_rows(assoc, ASSOC_FIELDS)
+    wanted = {a.lower() for a in accounts if a}
+    rows = [r for r in rows if not wanted or r["account"].lower() in wanted] or rows
+    records = grp_limits.applying(
+        grp_limits.parse_assoc_mgr(assoc_mgr), user, accounts, qos_in_use(rows, qos_used)
+    )
+    limits, budgets = [], []
+    for found in grp_limits.group_limits(records):
+        if found.kind == "gpu_minutes":
+            budgets.append(found)
+            continue
+        value = found.left if found.kind == "submit" else found.limit  # a submit limit: what is free now
+        limits.append(Limit(found.kind, value, found.name, f"{found.source} with {found.used} in use now"))
+    return limits, budgets
+
+
+def enforced(settings: Mapping[str, str]) -> bool:
+    """Whether slurmctld applies the associations' and QOS's limits: `AccountingStorageEnforce` (scontrol
+    show config) contains `limits` or `safe` (which implies it). Without it sbatch refuses nothing over a
+    submit limit and no MaxWall holds a job, so the run is not capped for them."""
+    value = settings.get("AccountingStorageEnforce", "").lower()
+    return any(word in value.split(",") for word in ("limits", "safe"))
 
 
 def limit_decisions(limits: Iterable[Limit], jobs: int | None, max_runtime: int) -> Preflight:
@@ -358,6 +402,38 @@ def _run_probes(
     return results
 
 
+def _apply_limits(
+    report: Preflight,
+    limits: list[Limit],
+    budgets: list[grp_limits.GrpLimit],
+    settings: Mapping[str, str],
+    jobs: int | None,
+    max_runtime: int,
+    gpu_minutes: tuple[float, str] | None,
+) -> None:
+    """Add to `report` what the limits mean (`limit_decisions`) where slurmctld enforces them; one note
+    naming them where it does not. Each GPU-minute budget is set against `gpu_minutes`: a note, a warning
+    where the campaign needs more than is left."""
+    if not enforced(settings):
+        if limits or budgets:
+            names = sorted({f"{limit.name} ({limit.source})" for limit in [*limits, *budgets]})
+            report.notes.append(
+                f"limits are set ({'; '.join(names)}) but this cluster does not enforce them "
+                f"(AccountingStorageEnforce={settings.get('AccountingStorageEnforce') or 'none'}, without "
+                "`limits`): the run's jobs are not capped for them"
+            )
+        return
+    decided = limit_decisions(limits, jobs, max_runtime)
+    report.problems += decided.problems
+    report.warnings += decided.warnings
+    report.notes += decided.notes
+    report.max_jobs, report.cap_reason = decided.max_jobs, decided.cap_reason
+    for budget in budgets:
+        needed, what = gpu_minutes if gpu_minutes is not None else (0.0, "not counted")
+        line = grp_limits.budget_line(budget, needed, what)
+        (report.warnings if needed > budget.left else report.notes).append(line)
+
+
 def site_problems(
     partitions: Mapping[str | None, Iterable[tuple[str, int]]],
     given: Iterable[str],
@@ -369,6 +445,7 @@ def site_problems(
     accounts: Iterable[str] = (),
     qos: Iterable[str | None] = (),
     jobs: int | None = None,
+    gpu_minutes: tuple[float, str] | None = None,
 ) -> Preflight:
     """Check the site before a run.
 
@@ -376,8 +453,11 @@ def site_problems(
         for the jobs Snakemake will submit. given: the partition and account values the jobs carry (for the
         profile's placeholders). status_command: the plugin's (sacct or squeue). user (None: no limits
         read), accounts, qos (each job's; None: the association's default), jobs (the run's concurrent jobs,
-        None: unlimited): for the account's and QOS's limits (`account_limits`, `limit_decisions`); sacctmgr
-        failing or missing is a warning."""
+        None: unlimited): for the account's and QOS's limits (`account_limits`, `limit_decisions`) and their
+        shared ones (`shared_limits`: GrpSubmitJobs, GrpJobs, GrpTRESMins); sacctmgr failing or missing is a
+        warning. The limits are applied (the cap, the MaxWall stop) only where slurmctld enforces them
+        (`enforced`); elsewhere they are one note. gpu_minutes: (the campaign's GPU-minutes, what they are)
+        to set against each GrpTRESMins budget of gres/gpu."""
     report = Preflight()
     placeholders = sorted(set(PLACEHOLDER.findall(" ".join(given))))
     if placeholders:
@@ -393,28 +473,34 @@ def site_problems(
     ]
     if status_command == "sacct":
         probes.append(["sacct", "--noheader", "-X", "--starttime=now", "--format=JobID"])  # slurmdbd
-    limit_probes = [assoc_probe(user), QOS_PROBE] if user else []
+    limit_probes = [assoc_probe(user), QOS_PROBE, grp_limits.ASSOC_MGR_PROBE] if user else []
     answers = run(probes + limit_probes)
     answers, limit_answers = answers[: len(probes)], answers[len(probes) :]
+    conf = answers[2][0]
     if limit_answers:
+        accounts, qos = list(accounts), list(qos)
         failures = [
             f"`{' '.join(p[:4])}` failed ({why})"
-            for p, (_, why) in zip(limit_probes, limit_answers, strict=True)
+            for p, (_, why) in zip(limit_probes[:2], limit_answers[:2], strict=True)
             if why
         ]
+        mgr_text, mgr_failure = limit_answers[2]
         if failures:
             report.warnings.append(
                 f"the account's and QOS's limits are unread ({'; '.join(failures)}): keep the profile's jobs "
                 "below your MaxSubmitJobs and cluster.max_runtime within your QOS's MaxWall yourself"
             )
         else:
-            assoc_text, qos_text = (answer or "" for answer, _ in limit_answers)
+            assoc_text, qos_text = (answer or "" for answer, _ in limit_answers[:2])
             found = account_limits(assoc_text, qos_text, accounts, partitions, qos)
-            decided = limit_decisions(found, jobs, max_runtime)
-            report.problems += decided.problems
-            report.warnings += decided.warnings
-            report.notes += decided.notes
-            report.max_jobs = decided.max_jobs
+            shared, budgets = shared_limits(assoc_text, mgr_text or "", user or "", accounts, qos)
+            if mgr_failure:  # a site may hide the association manager (PrivateData): the rest still holds
+                report.notes.append(
+                    f"the account's shared limits (GrpSubmitJobs, GrpJobs, GrpTRESMins) are unread "
+                    f"(`{' '.join(grp_limits.ASSOC_MGR_PROBE)}` failed: {mgr_failure}); see `sshare -l`"
+                )
+            _apply_limits(report, [*found, *shared], budgets, parse_config(conf or ""), jobs, max_runtime,
+                          gpu_minutes)  # fmt: skip
     for probe, (_, failure) in zip(probes, answers, strict=True):
         if failure and "not installed" in failure:
             report.problems.append(f"{failure}: run Snakemake on a Slurm login node")
@@ -422,7 +508,7 @@ def site_problems(
             hint = SACCT_HINT if probe[0] == "sacct" else ""
             command = " ".join(probe)
             report.problems.append(f"`{command}` failed ({failure}): no answer from the cluster{hint}")
-    sinfo, shown, conf = (answer for answer, _ in answers[:3])
+    sinfo, shown = (answer for answer, _ in answers[:2])
     if sinfo is None or shown is None or placeholders:
         return report  # nothing more to compare against
     known = parse_partitions(shown)

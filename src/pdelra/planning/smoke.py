@@ -6,7 +6,12 @@ and one training step (forward under the jobs' autocast, loss, backward, clippin
 baseline model at its config's batch (train.micro_batch_size where set: what one forward holds) and
 max_length, on random tokens, with a finite loss and gradients. The model is the one the plan's calibration
 times (pdelra.planning.calibration). One line per check; exit 1 at the first failure, which the last line
-names. With `--device cpu` (tests, a laptop) the GPU checks are skipped and say so.
+names. With `--device cpu` (tests, a laptop) the GPU checks are skipped and say so, and so they are where a
+GPU was asked for but the CPU is allowed on purpose (PDELRA_ALLOW_CPU=1, as for a training job).
+
+A node where torch finds no CUDA device is recorded as bad the way a training job records it
+(pdelra.training.bad_nodes): the workflow's retry of the smoke job, and every GPU job after it, then carries
+`--exclude=NODE`, so a black-hole node cannot take all three attempts and stop the campaign at the smoke gate.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ from typing import Any
 from pdelra.planning import experiment
 from pdelra.planning.calibration import _baseline_model
 from pdelra.planning.plan import load_config, task_data
-from pdelra.training.device import cpu_threads
+from pdelra.training import bad_nodes
+from pdelra.training.device import ALLOW_CPU_ENV, cpu_allowed, cpu_threads
 
 
 class SmokeFailure(Exception):
@@ -34,13 +40,20 @@ def run(args: argparse.Namespace) -> int:
     tasks = smoke_tasks(config)
     wants_gpu = any(int(experiment.merged(config, "resources", task)["gpu"]) >= 1 for task in tasks)
     device_name = args.device
+    allowed = not torch.cuda.is_available() and cpu_allowed()
     if device_name == "auto":
-        device_name = "cuda" if wants_gpu or torch.cuda.is_available() else "cpu"
+        device_name = "cuda" if (wants_gpu and not allowed) or torch.cuda.is_available() else "cpu"
     checks: list[tuple[str, Callable[[], str]]] = []
     if device_name == "cuda":
         checks += [("cuda", _cuda_visible), ("bf16", _bf16_autocast)]
     else:
-        why = "--device cpu" if args.device == "cpu" else "no training job asks for a GPU"
+        why = (
+            "--device cpu"
+            if args.device == "cpu"
+            else f"no CUDA, and the CPU is allowed by {ALLOW_CPU_ENV}"
+            if wants_gpu
+            else "no training job asks for a GPU"
+        )
         print(f"skip  cuda, bf16: the GPU checks were skipped ({why})", flush=True)
     device = torch.device(device_name)
     for task in tasks:
@@ -69,7 +82,9 @@ def _cuda_visible() -> str:
 
     if not torch.cuda.is_available():
         build = f"built for CUDA {torch.version.cuda}" if torch.version.cuda else "a CPU-only build"
-        raise SmokeFailure(f"no CUDA device visible to torch {torch.__version__} ({build})")
+        recorded = bad_nodes.record_from_env()  # the retry and every later GPU job exclude this node
+        where = f"; node {bad_nodes.node_name()} recorded in {recorded}" if recorded else ""
+        raise SmokeFailure(f"no CUDA device visible to torch {torch.__version__} ({build}){where}")
     return f"{torch.cuda.get_device_name(0)} (torch {torch.__version__}, CUDA {torch.version.cuda})"
 
 

@@ -21,6 +21,7 @@ from pdelra.errors import UserError
 from pdelra.nn.model import ModelConfig
 from pdelra.results.diagnostics import COLUMNS, SKIPPED
 from pdelra.runs import BASE_SETTING, DIVERGED, RUN_KEYS
+from pdelra.steps import diagnose_code
 from pdelra.steps.cli import AMPLIFICATION_EXAMPLES
 from pdelra.steps.measure import NO_BLOCK, Recorder, measure_batch, measure_logit_effects
 from pdelra.training.batches import is_pair_split, make_batch
@@ -38,19 +39,12 @@ DIAGNOSTICS_NAME = "diagnostics.csv"
 STAMP_NAME = "diagnostics.json"
 # Parameters named in a skipped run's reason; the rest are counted (a NaN spreads to every later update).
 NAMED_WEIGHTS = 3
-# The code whose edits must rerun the diagnose jobs (and only them): the workflow passes its digest as a
-# rule parameter, because Snakemake reruns on params but never on edits of imported Python modules.
-DIAGNOSTICS_SOURCES = ("nn/diagnostics.py", "steps/measure.py", "steps/diagnose.py")  # under the package root
 
 
 def source_digest() -> str:
-    """sha256 (16 hex digits) over the diagnostics source files of the pdelra package in use."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for name in DIAGNOSTICS_SOURCES:
-        digest.update(name.encode() + b"\0" + (Path(__file__).parents[1] / name).read_bytes())
-    return digest.hexdigest()[:16]
+    """sha256 (16 hex digits) over the diagnostics source files of the pdelra package in use
+    (pdelra.steps.diagnose_code, which the workflow reads without importing this module)."""
+    return diagnose_code.source_digest(Path(__file__).parents[1])
 
 
 class DiagnoseError(UserError):

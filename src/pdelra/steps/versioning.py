@@ -75,6 +75,9 @@ def open_repo(path: Path) -> Repo:
             "run `dvc init` at the repository root"
         ) from err
     dvc_lock.prepare(root)  # hard-link locks where flock fails, and no stale lock left to wait for
+    for name in dvc_lock.LOCK_FILES:  # DVC waits for a lock it finds (below) and says nothing: say why
+        if (root / ".dvc" / "tmp" / name).exists():
+            log.warning("DVC waits for its lock: %s", dvc_lock.lock_message(root / ".dvc" / "tmp" / name))
     ignore_temporary_files(root)
     overrides: dict[str, Any] = {}
     if not _inside_git(root):
