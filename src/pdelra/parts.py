@@ -21,7 +21,7 @@ every Snakemake call, so it stays cheap.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,9 @@ TABLES_DIR = "tables"  # results/{experiment}/tables: where every part writes it
 DEFAULT_MAX_RUNTIME = 1440  # minutes: 24 h, under the MaxTime of most GPU partitions (often 24-72 h)
 OWN_RULES = "own"  # a part whose rules live in its own .smk file (lm.smk, cta_official.smk, diagnose.smk)
 GENERIC = "generic"  # a part whose jobs workflow/rules/parts.smk runs
+# What `pdelra part run` writes beside a GENERIC part's run file once it exists: the job's wall time and
+# device, from which the plan prices the part's jobs still to run (its own runs' time, no other model's).
+TIMING_FILE = "part_timing.json"
 
 
 @dataclass(frozen=True)
@@ -99,6 +102,7 @@ class Part:
     run: str | None = (
         None  # GENERIC: (run config, out folder, device) → writes out/{run_file} (`pdelra part run`)
     )
+    spec: str = ""  # how a config names it ("module:attr", set by `plugins`); "" for a built-in one
 
     def runs_in(self, config: Mapping[str, Any]) -> bool:
         """Whether a workflow config runs this part (its section is present and not empty)."""
@@ -216,7 +220,7 @@ def plugins(config: Mapping[str, Any] | None) -> tuple[Part, ...]:
         part = import_object(spec, "part")
         if not isinstance(part, Part):
             raise ValueError(f"part {spec!r} is a {type(part).__name__}, not a pdelra.parts.Part")
-        found.append(part)
+        found.append(replace(part, spec=spec))
     names = [part.name for part in (*BUILTIN, *found)]
     if len(set(names)) != len(names):
         raise ValueError(f"parts: a name is registered twice ({', '.join(names)})")
@@ -230,6 +234,15 @@ def registered(config: Mapping[str, Any] | None = None) -> tuple[Part, ...]:
 
 def by_name(config: Mapping[str, Any] | None = None) -> dict[str, Part]:
     return {part.name: part for part in registered(config)}
+
+
+def family_labels(specs: Iterable[str] = ()) -> dict[str, str]:
+    """{family: label} of the claims of the parts a config registers (`specs`, its `parts` list): a part's
+    claims are of the family named as it is, labelled on both report pages by its heading."""
+    return {
+        part.name: part.heading.lstrip("# ").strip() or f"the part {part.name}"
+        for part in registered({"parts": list(specs)})
+    }
 
 
 def reads(parts: Iterable[Part]) -> tuple[str, ...]:

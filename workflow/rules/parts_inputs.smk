@@ -53,6 +53,13 @@ def part_job(rule_name):
     return lambda wildcards: PART_JOBS[(rule_name, wildcards.part_run)]
 
 
+def part_data(rule_name):
+    """Input function: the processed manifest of the LRA task the job names, if it names one of the config's
+    `tasks` (pdelra.planning.experiment.part_processed_tasks): its data is prepared before it runs."""
+    job = part_job(rule_name)
+    return lambda wildcards: [manifest(task) for task in [job(wildcards).task] if task in config["tasks"]]
+
+
 def part_run_config(rule_name):
     """Input function: the job's run config as compact JSON (a params value: a change reruns the job)."""
     job = part_job(rule_name)

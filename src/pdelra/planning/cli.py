@@ -61,7 +61,9 @@ Where the numbers come from (each is labelled in the output):
 - a job's time, best first: its own finished runs' `wall_time_s` (`finished`; a pack's runs side by side:
   the longest); the finished runs of its grid cell (rule folder, task, variant, scale, setting) under
   `results/{experiment}` (`runs`: their median `median_step_time_s` × the planned steps, or their median
-  wall time where the steps are unknown, as for the LM and Continuous-Time Attention's own runs); a
+  wall time where the steps are unknown, as for the LM's, Continuous-Time Attention's and every part's
+  own runs: a part's jobs are timed only by runs of their own, never by the LRA model's, even on an LRA
+  task, and otherwise count at their runtime, the output saying "not estimated" and why); a
   calibration on this device (`calibrated`, LRA tasks only): the median of a few timed forward + backward +
   clipping + AdamW steps (at least {min_timed} of them), after a warm-up, of the task's baseline model on
   random tokens, with the torch threads its jobs use (train.num_threads, else $SLURM_CPUS_PER_TASK, else the
