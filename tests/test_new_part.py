@@ -143,11 +143,15 @@ def test_a_new_system_in_three_files_is_planned_run_aggregated_and_reported(
     assert "A toy system" in report and "Toy system: 6 runs, mean score 0.610." in report
     index = (results / "report" / "index.html").read_text()
     assert "A toy system" in index and "toy_runs.csv" in index
+    # Its claim is counted on both pages and summed up there in a line under "Verdicts", as each family is.
+    line = "A toy system (1 claims, Holm within the family): 1 reproduced"
+    assert line in index and line in report
 
-    # By hand, the commands take the part as the workflow passes it: `pdelra claims` gives the same
-    # claims.csv, and the partial report (runs finished so far) builds and shows the part's tables too.
+    # By hand: `pdelra claims` finds the part in the tables folder (parts.csv, as aggregate recorded the
+    # config's parts) and gives the same claims.csv; the partial report (runs finished so far), given the
+    # part as the workflow passes it, builds and shows the part's tables too.
     exp = f"results/{config['experiment']}"
-    claims_again = _pdelra(ws, "claims", "--tables", f"{exp}/tables", "--part", "toy_part:PART")
+    claims_again = _pdelra(ws, "claims", "--tables", f"{exp}/tables")
     assert claims_again.stdout == (results / "tables" / "claims.csv").read_text()
     _pdelra(ws, "report", "--partial", "--runs", f"{exp}/runs", "--part", "toy_part:PART")
     assert "Toy system: 6 runs" in (results / "report-partial" / "report.html").read_text()

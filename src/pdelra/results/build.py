@@ -39,7 +39,10 @@ DERIVED_TABLES = (*COMPARISON_TABLES, *RELATED_TABLES, *DIAGNOSTICS_TABLES, "cla
 # (pdelra.results.tables.run_tables, and runs.csv), then what `derived_tables` derives from them (the paper
 # comparisons, the related systems', the diagnostics' summaries and the claims).
 RUN_TABLES = ("runs", "main", "multiscale", "cost", "alpha", "settings")
-AGGREGATE_TABLES = (*RUN_TABLES, *DERIVED_TABLES)
+# The experiment's parts, with how its config names its own ones (`parts_table`): what `pdelra claims
+# --tables` reads to judge the same parts' claims as the workflow did, with no `--part` given.
+PARTS_TABLE = "parts"
+AGGREGATE_TABLES = (*RUN_TABLES, PARTS_TABLE, *DERIVED_TABLES)
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -52,6 +55,24 @@ def read_table(path: Path) -> pd.DataFrame:
         return pd.read_csv(path)
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
+
+
+def parts_table(parts: tuple[Part, ...]) -> pd.DataFrame:
+    """parts.csv: each of the experiment's parts (pdelra.parts), the "module:attr" its config names it by
+    ("" for a built-in one) and the tables it writes."""
+    import pandas as pd
+
+    rows = [{"part": p.name, "spec": p.spec, "tables": " ".join(p.tables)} for p in parts]
+    return pd.DataFrame(rows, columns=["part", "spec", "tables"])
+
+
+def own_part_specs(tables_dir: Path) -> list[str]:
+    """The "module:attr" of each of a config's own parts, as `pdelra aggregate` recorded them in the tables
+    folder's parts.csv (none when it has no such file: tables written before it existed)."""
+    table = read_table(Path(tables_dir) / f"{PARTS_TABLE}.csv")
+    if table.empty:
+        return []
+    return [str(spec) for spec in table["spec"].dropna() if str(spec)]
 
 
 def claims_table(
@@ -116,8 +137,10 @@ class ClaimsError(UserError, ValueError):
 
 def claims_command(args: argparse.Namespace) -> int:
     """`pdelra claims --tables DIR [--out FILE]` (declared in pdelra.results.cli)."""
+    # The parts the workflow judged, as its aggregate recorded them, unless the command line names them.
+    specs = args.part or own_part_specs(args.tables)
     try:
-        table = claims_from_tables(args.tables, parts_registry.registered({"parts": args.part}))
+        table = claims_from_tables(args.tables, parts_registry.registered({"parts": specs}))
     except FileNotFoundError as exc:
         raise ClaimsError(str(exc)) from exc
     counts = ", ".join(f"{n} {v}" for v, n in table["verdict"].value_counts().items())

@@ -12,6 +12,7 @@ Outputs (in `--out`), all CSV:
   `per_scale_h4`; empty for a step size the layer does not have).
 - `settings.csv`: test accuracy mean ± std per task × variant × scale × setting, every setting (grid
   ablations such as CTA's pseudo-time steps); `main.csv` and the paper comparisons use the `base` setting.
+- `parts.csv`: the experiment's parts and how its config names its own ones (`pdelra claims` reads it).
 - what `pdelra.results.build.derived_tables` computes from those: the comparisons with the paper
   (`pdelra.results.tables.COMPARISON_TABLES`), the related systems' and diagnostics' summaries, claims.csv.
 
@@ -33,7 +34,15 @@ from pdelra import paper, parts
 from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
 from pdelra.parts import Part
-from pdelra.results.build import AGGREGATE_TABLES, DERIVED_TABLES, derived_tables, read_inputs, read_table
+from pdelra.results.build import (
+    AGGREGATE_TABLES,
+    DERIVED_TABLES,
+    PARTS_TABLE,
+    derived_tables,
+    parts_table,
+    read_inputs,
+    read_table,
+)
 from pdelra.results.inputs import OPTIONAL_INPUTS
 from pdelra.results.spectral import SCALES
 from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
@@ -300,7 +309,11 @@ def aggregate(
     ):
         runs[column] = pd.to_numeric(runs[column], errors="coerce")
     alpha_rows = [row for _, alpha in parsed for row in alpha]
-    tables = {"runs": runs, **run_tables(runs, alpha_rows)}
+    tables = {
+        "runs": runs,
+        **run_tables(runs, alpha_rows),
+        PARTS_TABLE: parts_table((*parts.BUILTIN, *own_parts)),
+    }
     for name, frame in tables.items():
         write_csv_atomic(frame, Path(out) / f"{name}.csv")
     # The derived tables and the claims are computed from the run tables as written (floats at the CSV's

@@ -37,6 +37,7 @@ from pdelra.reporting.claims_html import (
     NEW_TASKS_TITLE,
     OWN_INTRO,
     claims_table_html,
+    family_lines,
     new_task_rows,
     not_run_line,
     own_rows,
@@ -45,9 +46,7 @@ from pdelra.reporting.io import read_artifacts
 from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 from pdelra.reporting.style import VERDICT_COLOURS
 from pdelra.results.build import AGGREGATE_TABLES, read_table
-from pdelra.results.catalogue.new_tasks import FAMILY as NEW_TASKS_FAMILY
-from pdelra.results.catalogue.own import FAMILY as OWN_FAMILY
-from pdelra.results.claims import FAMILIES, headline
+from pdelra.results.claims import headline
 from pdelra.results.verdict_rule import VERDICT_RULE
 from pdelra.runs import find_run_files
 from pdelra.steps.aggregate import aggregate
@@ -128,10 +127,11 @@ def _markdown_bold(text: str) -> str:
     return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
 
 
-def _claims_html(claims_csv: Path) -> str:
+def _claims_html(claims_csv: Path, parts: tuple[str, ...] = ()) -> str:
     """The verdict counts; a config's own variants' claims first, when it has some; the paper's headline
     claims that ran with direction and size, those that did not in one line; Table 11's per-cell signs,
-    the related systems and the diagnostics summarised in one line each."""
+    the related systems, the diagnostics and each of the experiment's parts (`parts`: the config's own)
+    summarised in one line each."""
     import pandas as pd
 
     if not claims_csv.is_file():
@@ -154,12 +154,7 @@ def _claims_html(claims_csv: Path) -> str:
         yours += f"<h2>{NEW_TASKS_TITLE}</h2><p>{intro}</p>{claims_table_html(new, 'new-task-claims')}"
     head = headline(claims)
     ran = head[head["verdict"] != "not run"]
-    lines = []
-    for name, family in FAMILIES.items():
-        part = claims[claims["family"] == name]
-        if len(part) and not family.headline and name not in (OWN_FAMILY, NEW_TASKS_FAMILY):  # own tables
-            words = ", ".join(f"{n} {html.escape(v)}" for v, n in part["verdict"].value_counts().items())
-            lines.append(f"<li>{family.label} ({len(part)} claims, Holm within the family): {words}</li>")
+    lines = [f"<li>{html.escape(line)}</li>" for line in family_lines(claims, registry.family_labels(parts))]
     others = f"<ul>{''.join(lines)}</ul>" if lines else ""
     return f"""{yours}
 <h2>Verdicts</h2>
@@ -270,7 +265,7 @@ figure{{margin:0}} figure img{{width:100%;border:1px solid #ddd}} figcaption{{fo
 beside ours, provenance, deviations) · <a href="report.ipynb">executed notebook</a> · every table for a paper:
 {_paper_tables_links(report_dir)}</p>
 {note}
-{_claims_html(report_dir / "tables" / "claims.csv")}
+{_claims_html(report_dir / "tables" / "claims.csv", parts)}
 {_parts_html(tables_dir, parts)}
 {_artifacts_html(report_dir)}
 </body></html>

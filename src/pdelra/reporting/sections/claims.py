@@ -7,6 +7,7 @@ import html
 from typing import TYPE_CHECKING
 
 from pdelra import paper
+from pdelra import parts as registry
 from pdelra.reporting import style
 from pdelra.reporting.claims_html import (
     NEW_TASKS_INTRO,
@@ -14,6 +15,7 @@ from pdelra.reporting.claims_html import (
     OWN_INTRO,
     claims_table_html,
     effect_ci,
+    family_lines,
     new_task_rows,
     not_run_line,
     own_rows,
@@ -63,6 +65,8 @@ def render(report: Report) -> None:
         display(HTML(claims_table_html(ran_head)))
     if folded := not_run_line(head):
         display(HTML(folded))
+    if lines := family_lines(table, registry.family_labels(report.parts)):
+        say("\n".join(f"- {line}" for line in lines))
     # The headline accuracy claims that ran; a study whose headline cannot run yet (one task) shows its
     # Table 11 signs instead. Claims that did not run have no effect to draw.
     ran = head[(head["unit"] == "accuracy") & (head["verdict"] != "not run")]
