@@ -61,7 +61,7 @@ def _rows(plan: dict, rule: str = "rnn_train") -> list[dict]:
     return [row for row in plan["tasks"] if row["rule"] == rule]
 
 
-def test_a_part_on_an_lra_task_is_not_priced_at_the_lra_models_step_time(config: dict, tmp_path: Path) -> None:
+def test_a_part_on_an_lra_task_is_not_priced_at_the_lra_step_time(config: dict, tmp_path: Path) -> None:
     # Calibrating listops times the LRA model; before, the part's jobs on listops took its step time (and
     # crashed first on the run config's missing `max_epochs`).
     lines: list[str] = []

@@ -52,8 +52,8 @@ from pdelra.parts import GENERIC, Part
 
 
 def claims(inputs):
-    return [{"claim_id": "toy_gain", "claim": "toy gains", "source": "toy", "family": "toy", "kind": "difference",
-             "unit": "score", "effect": 0.1, "n": 3, "p_value": 0.01, "verdict": "reproduced",
+    return [{"claim_id": "toy_gain", "claim": "toy gains", "source": "toy", "family": "toy",
+             "kind": "difference", "unit": "score", "effect": 0.1, "n": 3, "p_value": 0.01, "verdict": "reproduced",
              "verdict_unadjusted": "reproduced"}]
 
 
@@ -66,8 +66,8 @@ PART = Part(name="toy", section="toy", tables=(), reads=(), runs="toy/runs", run
 def test_claims_command_finds_the_configs_own_parts_in_the_tables(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """aggregate records the config's parts in parts.csv; `pdelra claims --tables` reads them there, so that it
-    gives the workflow's claims.csv without being told the parts (it left a part's claims out before)."""
+    """aggregate records the config's parts in parts.csv; `pdelra claims --tables` reads them there, so that
+    it gives the workflow's claims.csv without being told the parts (it left a part's claims out before)."""
     from pdelra import parts
     from pdelra.reporting.claims_html import family_lines
 
