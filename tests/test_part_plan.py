@@ -21,10 +21,16 @@ from pdelra.runs import run_dir
 # A part of two recurrent variants on processed ListOps; its run config carries only its own keys (no
 # max_epochs or max_steps, which the LRA's has).
 MODULE = """
-from pdelra.parts import GENERIC, Part, TrainingJob, TrainingRule, job_asks
+from pdelra.parts import TrainingJob, TrainingRule, job_asks
+
+NAME = "rnn"
+TABLES = ("rnn_runs",)
+RUNS = "rnn/runs"
+RUN_FILE = "metrics.json"
+TRAINING = (TrainingRule("rnn_train", "rnn/runs"),)
 
 
-def jobs(config):
+def training_jobs(config):
     section = config["rnn"]
     return [
         TrainingJob("rnn_train", ("listops", variant, "h1", "base", seed),
@@ -38,9 +44,8 @@ def build(files, tables):
     pass
 
 
-PART = Part(name="rnn", section="rnn", tables=("rnn_runs",), reads=("rnn_runs",), runs="rnn/runs",
-            run_file="metrics.json", build="rnn_part:build", workflow=GENERIC,
-            training=(TrainingRule("rnn_train", "rnn_part:jobs", "rnn/runs"),), run="rnn_part:build")
+def run(run_config, out, device):
+    pass
 """
 
 
@@ -50,7 +55,7 @@ def config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     (tmp_path / "rnn_part.py").write_text(MODULE)
     config = load_config("tiny")
     config["data"]["processed_dir"] = str(tmp_path / "processed")
-    config["parts"] = ["rnn_part:PART"]
+    config["parts"] = ["rnn_part"]
     config["rnn"] = {"seeds": [0, 1], "runtime": 7}
     path = tmp_path / "config.yaml"
     path.write_text(yaml.safe_dump(config))

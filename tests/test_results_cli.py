@@ -48,18 +48,21 @@ def test_claims_command_names_a_missing_runs_table(tmp_path: Path, caplog: pytes
 
 
 OWN_PART = """
-from pdelra.parts import GENERIC, Part
+NAME = "toy"
+TABLES = ()
+RUNS = "toy/runs"
+RUN_FILE = "m.json"
+HEADING = "## A toy system"
+
+
+def build(files, tables):
+    pass
 
 
 def claims(inputs):
     return [{"claim_id": "toy_gain", "claim": "toy gains", "source": "toy", "family": "toy",
-             "kind": "difference", "unit": "score", "effect": 0.1, "n": 3, "p_value": 0.01, "verdict": "reproduced",
-             "verdict_unadjusted": "reproduced"}]
-
-
-PART = Part(name="toy", section="toy", tables=(), reads=(), runs="toy/runs", run_file="m.json",
-            build="own_claims_part:claims", claims="own_claims_part:claims", heading="## A toy system",
-            workflow=GENERIC)
+             "kind": "difference", "unit": "score", "effect": 0.1, "n": 3, "p_value": 0.01,
+             "verdict": "reproduced", "verdict_unadjusted": "reproduced"}]
 """
 
 
@@ -74,14 +77,14 @@ def test_claims_command_finds_the_configs_own_parts_in_the_tables(
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "own_claims_part.py").write_text(OWN_PART)
     files = [write_metrics(tmp_path / "runs", "listops", v, "h1", s, 0.3) for v in ("none",) for s in (0, 1)]
-    aggregate(files, tmp_path / "tables", own_parts=parts.plugins({"parts": ["own_claims_part:PART"]}))
+    aggregate(files, tmp_path / "tables", own_parts=parts.plugins({"parts": ["own_claims_part"]}))
     recorded = pd.read_csv(tmp_path / "tables" / "parts.csv").fillna("")
-    assert recorded["spec"].tolist() == ["", "", "", "own_claims_part:PART"]
+    assert recorded["spec"].tolist() == ["", "", "", "own_claims_part"]
     capsys.readouterr()
     assert main(["claims", "--tables", str(tmp_path / "tables")]) == 0
     assert capsys.readouterr().out == (tmp_path / "tables" / "claims.csv").read_text()
     claims = pd.read_csv(tmp_path / "tables" / "claims.csv")
     assert "toy_gain" in set(claims["claim_id"])
     # Both pages sum its family up in a line, labelled by the part's heading.
-    lines = family_lines(claims, parts.family_labels(["own_claims_part:PART"]))
+    lines = family_lines(claims, parts.family_labels(["own_claims_part"]))
     assert lines[-1] == "A toy system (1 claims, Holm within the family): 1 reproduced"  # after FAMILIES'

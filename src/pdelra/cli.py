@@ -29,10 +29,6 @@ SUBCOMMAND_MODULES = (
     "pdelra.bench.cli",  # bench
     "pdelra.planning.cli",  # config check FILE (YAML syntax, schema); plan (jobs, device-hours, disk)
     "pdelra.forkserver",  # forkserver run -- CMD (one torch import for many jobs)
-    # Each built-in part's own (pdelra.parts): lm prepare | train | aggregate (PhysQK-AD's LM experiment),
-    # cta-official aggregate | train-lm (Continuous-Time Attention's own); a part without one runs through
-    # `pdelra part run|aggregate` (pdelra.steps.cli).
-    *(part.cli for part in parts.BUILTIN if part.cli),
 )
 
 
@@ -53,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    # Each built-in part's own (pdelra.parts, its `register`): lm prepare | train | aggregate (PhysQK-AD's LM
+    # experiment), cta-official aggregate | train-lm (Continuous-Time Attention's own); a part without one
+    # runs through `pdelra part run|aggregate` (pdelra.steps.cli).
+    for part in parts.builtin():
+        if part.register:
+            part.register(subparsers)
     return parser
 
 

@@ -229,7 +229,7 @@ def part_problems(config: Mapping[str, Any], registered: tuple[parts.Part, ...])
         problem
         for part in registered
         if part.check and part.runs_in(config)
-        for problem in parts.call(part.check, f"part {part.name}'s check")(config)
+        for problem in part.check(config)
     ]
 
 

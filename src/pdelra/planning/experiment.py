@@ -252,9 +252,9 @@ LRA_RULES = ("train", "train_pack")
 # them). A job's data is the folder {processed_dir}/{task} (for the LM, task = lm_{corpus}). A config's own
 # part's finished runs are read by the plan from the timing `pdelra part run` records (pdelra.parts).
 TRAINING_RULES: dict[str, TrainingRule] = {
-    "train": TrainingRule("train", "pdelra.planning.experiment:lra_training_jobs", "runs"),
-    "train_pack": TrainingRule("train_pack", "pdelra.planning.experiment:pack_training_jobs", "runs"),
-    **parts.BUILTIN_RULES,
+    "train": TrainingRule("train", "runs"),  # lra_training_jobs
+    "train_pack": TrainingRule("train_pack", "runs"),  # pack_training_jobs
+    **parts.builtin_rules(),
 }
 
 

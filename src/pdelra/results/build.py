@@ -58,16 +58,20 @@ def read_table(path: Path) -> pd.DataFrame:
 
 
 def parts_table(parts: tuple[Part, ...]) -> pd.DataFrame:
-    """parts.csv: each of the experiment's parts (pdelra.parts), the "module:attr" its config names it by
-    ("" for a built-in one) and the tables it writes."""
+    """parts.csv: each of the experiment's parts (pdelra.parts), the module its config names it by ("" for a
+    built-in one) and the tables it writes."""
     import pandas as pd
 
-    rows = [{"part": p.name, "spec": p.spec, "tables": " ".join(p.tables)} for p in parts]
+    builtin = set(parts_registry.BUILTIN_MODULES)
+    rows = [
+        {"part": p.name, "spec": "" if p.module in builtin else p.module, "tables": " ".join(p.tables)}
+        for p in parts
+    ]
     return pd.DataFrame(rows, columns=["part", "spec", "tables"])
 
 
 def own_part_specs(tables_dir: Path) -> list[str]:
-    """The "module:attr" of each of a config's own parts, as `pdelra aggregate` recorded them in the tables
+    """The module of each of a config's own parts, as `pdelra aggregate` recorded them in the tables
     folder's parts.csv (none when it has no such file: tables written before it existed)."""
     table = read_table(Path(tables_dir) / f"{PARTS_TABLE}.csv")
     if table.empty:
@@ -75,21 +79,15 @@ def own_part_specs(tables_dir: Path) -> list[str]:
     return [str(spec) for spec in table["spec"].dropna() if str(spec)]
 
 
-def claims_table(
-    inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] = parts_registry.BUILTIN
-) -> pd.DataFrame:
+def claims_table(inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] | None = None) -> pd.DataFrame:
     """claims.csv: every claim of the paper and the related systems, plus each part's own claims (its
     `claims`, pdelra.parts: PhysQK-AD's LM, the diagnostics' mechanism claims, CTA's own experiments, a
     user's part), adjusted within each family (`pdelra.results.claims`)."""
     import pandas as pd
 
     runs = inputs.get("runs", pd.DataFrame())
-    extra = [
-        row
-        for part in parts
-        if part.claims
-        for row in parts_registry.call(part.claims, f"part {part.name}'s claims")(inputs)
-    ]
+    parts = parts_registry.builtin() if parts is None else parts
+    extra = [row for part in parts if part.claims for row in part.claims(inputs)]
     return claims_mod.evaluate(
         runs,
         claims=[*all_claims(), *own.own_variant_claims(runs), *new_tasks.new_task_claims(runs)],
@@ -98,7 +96,7 @@ def claims_table(
 
 
 def derived_tables(
-    inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] = parts_registry.BUILTIN
+    inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] | None = None
 ) -> dict[str, pd.DataFrame]:
     """Every table computed from the inputs: the paper comparisons, the related systems', the diagnostics'
     summaries and the claims (of the LRA runs and of `parts`), by name (each is written as NAME.csv)."""
@@ -122,9 +120,10 @@ def read_inputs(tables_dir: Path, names: tuple[str, ...]) -> dict[str, pd.DataFr
     return {name: read_table(Path(tables_dir) / f"{name}.csv") for name in names}
 
 
-def claims_from_tables(tables_dir: Path, parts: tuple[Part, ...] = parts_registry.BUILTIN) -> pd.DataFrame:
+def claims_from_tables(tables_dir: Path, parts: tuple[Part, ...] | None = None) -> pd.DataFrame:
     """`pdelra claims`: the claims table recomputed from a tables folder's CSVs (seconds, no notebook), with
-    the claims of `parts` (the built-in ones and those `--part` names)."""
+    the claims of `parts` (the built-in ones and those `--part` names; default: the built-in ones)."""
+    parts = parts_registry.builtin() if parts is None else parts
     runs_csv = Path(tables_dir) / "runs.csv"
     if not runs_csv.is_file():
         raise FileNotFoundError(f"{runs_csv}: no runs table; run `pdelra aggregate --out {tables_dir}` first")

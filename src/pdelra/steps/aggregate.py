@@ -43,7 +43,6 @@ from pdelra.results.build import (
     read_inputs,
     read_table,
 )
-from pdelra.results.inputs import OPTIONAL_INPUTS
 from pdelra.results.spectral import SCALES
 from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
 from pdelra.runs import (
@@ -312,7 +311,7 @@ def aggregate(
     tables = {
         "runs": runs,
         **run_tables(runs, alpha_rows),
-        PARTS_TABLE: parts_table((*parts.BUILTIN, *own_parts)),
+        PARTS_TABLE: parts_table((*parts.builtin(), *own_parts)),
     }
     for name, frame in tables.items():
         write_csv_atomic(frame, Path(out) / f"{name}.csv")
@@ -322,7 +321,7 @@ def aggregate(
     inputs = read_inputs(Path(out), tuple(tables))
     inputs |= {name: read_table(Path(path)) for name, path in (extra_inputs or {}).items()}
     inputs |= read_inputs(Path(out), parts.reads(own_parts))
-    derived = derived_tables(inputs, (*parts.BUILTIN, *own_parts))
+    derived = derived_tables(inputs, (*parts.builtin(), *own_parts))
     tables |= {name: derived[name] for name in DERIVED_TABLES}
     if set(tables) != set(AGGREGATE_TABLES):
         raise AssertionError(
@@ -356,6 +355,7 @@ def command(args: argparse.Namespace) -> int:
     if not files:
         log.error("give metrics.json files and/or --runs DIR")
         return 2
-    extra = {name: path for name in OPTIONAL_INPUTS if (path := getattr(args, name)) is not None}
+    read = parts.reads(parts.builtin())  # the built-in parts' tables it reads: its options (pdelra.steps.cli)
+    extra = {name: path for name in read if (path := getattr(args, name)) is not None}
     aggregate(files, args.out, extra, parts.plugins({"parts": args.part}))
     return 0

@@ -4,7 +4,7 @@ and no subcommand of its own (pdelra.parts, `workflow = GENERIC`; workflow/rules
 `run` hands one job's run config (the TrainingJob's, as the planner counted it) to the part's `run`, which
 writes the run folder's `run_file`, and records the job's wall time beside it (pdelra.parts.TIMING_FILE,
 what the plan prices the part from); `aggregate` hands the run files to its `build`, which writes its tables.
-A config's own part is named by `--part MODULE:ATTR`, as the config's `parts` list registers it."""
+A config's own part is named by `--part MODULE`, as the config's `parts` list registers it."""
 
 from __future__ import annotations
 
@@ -44,7 +44,7 @@ def run_command(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()
-    parts.call(part.run, f"part {part.name}'s run")(json.loads(args.run_config), out, args.device)
+    part.run(json.loads(args.run_config), out, args.device)
     if not (out / part.run_file).is_file():
         raise PartError(f"part {part.name}'s run wrote no {out / part.run_file}")
     timing = {"wall_time_s": time.monotonic() - started, "device": args.device}
@@ -58,7 +58,7 @@ def aggregate_command(args: argparse.Namespace) -> int:
     part = part_of(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    parts.call(part.build, f"part {part.name}'s builder")([Path(f) for f in args.run_files], out)
+    part.build([Path(f) for f in args.run_files], out)
     missing = [name for name in part.tables if not (out / f"{name}.csv").is_file()]
     if missing:
         raise PartError(f"part {part.name}'s builder wrote no {', '.join(missing)} in {out}")

@@ -297,7 +297,7 @@ def build_report(
     parts: tuple[str, ...] = (),
 ) -> Path:
     """Build the whole report folder `out` from the aggregate tables; returns the path of index.html.
-    `parts`: the config's own parts ("module:attr"), whose sections it shows too."""
+    `parts`: the config's own parts (their modules), whose sections it shows too."""
     tables, out, notebook = Path(tables).resolve(), Path(out), Path(notebook).resolve()
     if not notebook.is_file():
         raise ReportError(f"report notebook {notebook} does not exist")
@@ -378,7 +378,7 @@ def write_partial_tables(runs: Path, tables: Path, parts: tuple[str, ...] = ()) 
     experiment_dir = Path(runs).parent
     extra: dict[str, Path] = {}
     own = registry.plugins({"parts": list(parts)})
-    for part in registry.BUILTIN:
+    for part in registry.builtin():
         extra |= part.build_finished(experiment_dir, tables)
     for part in own:  # aggregate reads their tables from its own folder, `tables`
         part.build_finished(experiment_dir, tables)
