@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from pdelra import __version__, forkclient, parts
+from pdelra import __version__, forkclient, parts, tasks
 from pdelra.errors import UserError
 from pdelra.importing import import_callable
 
@@ -69,6 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         code = forkclient.delegate(argv)
         if code is not None:
             return code
+    # A config's own tasks (its task_modules, passed by the workflow through the environment): registered
+    # before the parser, whose choices and defaults may name them, and before any step reads the registry.
+    try:
+        tasks.load_environment()
+    except ValueError as err:
+        print(f"pdelra: {err} (named by ${tasks.MODULES_ENV})", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

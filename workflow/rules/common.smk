@@ -9,7 +9,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pdelra.planning import experiment
-from pdelra.cta_official import grid as cta_grid
 from pdelra import runs as run_layout, tasks
 from pdelra.planning import job_path, priorities, slurm_site
 from pdelra.results.build import AGGREGATE_TABLES
@@ -278,4 +277,4 @@ wildcard_constraints:
     setting="|".join(map(re.escape, SETTINGS)),
     seed=r"\d+",
     part=r"\d+",
-    source=r"lra_release|imdb|cifar10",
+    source="|".join(map(re.escape, TASKS_OF_SOURCE)),  # the task registry's archives (pdelra.tasks)
