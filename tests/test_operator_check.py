@@ -52,6 +52,17 @@ class NanGrad(nn.Module):
         return x + torch.sqrt(self.w * self.w)
 
 
+class NanInEval(nn.Module):
+    """Finite while training; NaN with dropout off (an eval-only path dividing by zero)."""
+
+    def __init__(self, d_model):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x, lengths=None):
+        return x * self.scale if self.training else x * self.scale + (x - x) / (x - x)
+
+
 class WrongShape(nn.Module):
     def __init__(self, d_model):
         super().__init__()
@@ -129,6 +140,8 @@ def _check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operator: str) -> in
             f"at padded length {MAX_LENGTH} (sequences of {MAX_LENGTH} and {MAX_LENGTH // 2}): RuntimeError: "
             "The size of tensor a",
         ),
+        ("NanInEval", "at padded length 5 (sequences of 5 and 2): NaN in its output in eval mode (finite in "
+                      "training mode)"),
         ("ReadsPadding", "change with what the padding holds (it reads the padding)"),
         ("ReadsPaddingLength", "change with the padding's length (the sequence of 2 alone differs from it"),
     ],

@@ -272,7 +272,7 @@ def manifest(task):
 
 wildcard_constraints:
     task="|".join(config["tasks"]),
-    variant=r"[a-z_]+",
+    variant=r"[a-z][a-z0-9_]*",  # the schema's variant names: digits allowed, as in task names
     scale=r"h1|h2|h4|multi",
     setting="|".join(map(re.escape, SETTINGS)),
     seed=r"\d+",

@@ -233,6 +233,11 @@ def _padding_problem(module: nn.Module, x: Tensor, lengths: Tensor, generator: t
         return f"in eval mode: {_one_line(exc)}"
     finally:
         module.train()
+    # NaN only with dropout off (a division by a running statistic, a branch of eval mode): named as what it
+    # is, before the comparisons below would call any difference "reading the padding".
+    for out in (y[valid], y_other[valid]):
+        if bad := _non_finite(out):
+            return f"{bad} in its output in eval mode (finite in training mode)"
     if not torch.allclose(y[valid], y_other[valid], rtol=PROBE_RTOL, atol=PROBE_ATOL):
         return "its outputs at valid positions change with what the padding holds (it reads the padding)"
     if not (isinstance(alone, Tensor) and alone.shape == (1, short, x.shape[2])):

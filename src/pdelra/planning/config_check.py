@@ -87,6 +87,10 @@ _WORD = "letters, digits, _, . or -, starting with a letter or digit (no spaces:
 _NOT_SEED = "not starting with 'seed' (run folders are seed{n})"
 PATTERN_RULES = {
     "^[a-z][a-z_]*$": _LETTERS,
+    "^[a-z][a-z0-9_]*$": "lower-case letters, digits and _ only, starting with a letter (no capitals, - or "
+    "spaces)",
+    "^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$": "a module's name (a dotted path, no colon: the "
+    "module is the part)",
     "^[A-Za-z][A-Za-z0-9_-]*$": "letters, digits, _ or -, starting with a letter",
     "^[A-Za-z0-9][A-Za-z0-9_.-]*$": _WORD,
     "^(?!seed)[A-Za-z0-9][A-Za-z0-9_.-]*$": f"{_WORD}, and {_NOT_SEED}",
