@@ -589,3 +589,15 @@ def test_the_claims_table_prints_the_columns_a_reader_needs(
     effect = claims.loc["multiscale_gain_after_embedding"]
     assert f"{effect['effect']:+.4f} [{effect['ci_low']:+.4f}, {effect['ci_high']:+.4f}]" in row
     assert f"({effect['source']})" in row
+
+
+def test_an_own_operator_studys_page_is_titled_for_its_question() -> None:
+    """A study of your own operators is not asked "did it reproduce?" (the paper's headline did not run)."""
+    from pdelra.steps.report import PAPER_TITLE, page_title
+
+    assert page_title([], headline_ran=True) == PAPER_TITLE
+    assert page_title(["smooth"], headline_ran=False) == (
+        "Your own operator (smooth) beside attention: better than the baseline and the paper's diffusion?"
+    )
+    both = page_title(["a1", "b2"], headline_ran=True)
+    assert both.startswith(PAPER_TITLE[:-1]) and both.endswith("do your own operators (a1, b2) beat it?")
