@@ -124,6 +124,7 @@ def test_an_unknown_task_is_refused_with_the_registered_names() -> None:
     config["tasks"]["parity"] = {"max_length": 64}
     problems = config_problems(config)
     assert any("'parity'" in p and all(name in p for name in FIVE) for p in problems), problems
+    assert all("name the module that registers it in `task_modules`" in p for p in problems), problems
 
 
 def test_a_task_module_that_does_not_import_is_named() -> None:

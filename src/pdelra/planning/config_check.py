@@ -145,6 +145,11 @@ def _explain(error: Any, unknown_beside: dict[str, list[str]]) -> str:
         message = f"{where!r} is {error.instance!r}; allowed values: {', '.join(map(str, schema['enum']))}"
         if re.fullmatch(r"grids\.[^.]+\.variants\[\d+\]", where):  # a variant of one's own is declared first
             message += " (or declare your own under `variants`)"
+        if re.fullmatch(r"tasks|grids\.[^.]+\.tasks\[\d+\]", where):  # one's own task: registered first
+            message += (
+                " (a task of your own: name the module that registers it in `task_modules`, "
+                "docs/add-a-task.md)"
+            )
         return message
     if error.validator == "type":
         message = f"{where!r} must be of type {error.validator_value}, got {error.instance!r}"
