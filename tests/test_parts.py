@@ -79,6 +79,11 @@ def test_each_built_in_part_is_a_module_in_its_systems_folder_declared_as_a_user
         assert all(hook is None or callable(hook) for hook in hooks), part.name
         spec = re.compile(r"^[\w.]+:\w+$")  # what a hook was named by: "module:function"
         assert not any(spec.match(str(getattr(part, f.name))) for f in fields(part)), part.name
+    # Whether a part's commands are forked from the fork server comes from its module too.
+    from pdelra.cli import forked_commands
+
+    assert forked_commands() == ("train", "diagnose", "lm", "cta-official")
+    assert by_name["cta_official"].preload == ("pdelra.cta_official.lm",)
     assert {p.name: p.family_label for p in PARTS} == {
         "lm": "PhysQK-AD's language model",
         "diagnostics": "the mechanism diagnostics",

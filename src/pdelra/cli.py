@@ -58,6 +58,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def forked_commands() -> tuple[str, ...]:
+    """The subcommands worth forking from the fork server (they import torch): the pipeline's own and those
+    each built-in part declares (pdelra.parts: FORKED)."""
+    return (*forkclient.FORKED_COMMANDS, *(command for part in parts.builtin() for command in part.forked))
+
+
 def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:
     """The function that runs the chosen subcommand, its module imported now (only that one)."""
     return import_callable(args.handler, "handler")
@@ -65,7 +71,7 @@ def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int |
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if forkclient.wants_server(argv):  # PDELRA_FORKSERVER is set: fork from a process with torch loaded
+    if forkclient.wants_server(argv, forked_commands()):  # PDELRA_FORKSERVER set: fork from one with torch
         code = forkclient.delegate(argv)
         if code is not None:
             return code

@@ -129,6 +129,8 @@ class Part:
     heading: str = ""  # its report section's markdown heading ("## ...")
     family: str = ""  # its claims' family label on the report pages (default: its heading, else its name)
     workflow: str = GENERIC  # OWN_RULES (its own .smk file) or GENERIC (workflow/rules/parts.smk)
+    forked: tuple[str, ...] = ()  # its subcommands (`register`) worth forking from the fork server: torch
+    preload: tuple[str, ...] = ()  # modules those run, which the fork server imports once (pdelra.forkserver)
     check: Hook | None = None
     training_jobs: Hook | None = None
     other_jobs: Hook | None = None
@@ -215,7 +217,7 @@ class Part:
 REQUIRED = ("NAME", "TABLES", "RUNS", "RUN_FILE", "build")  # what a part's module must define
 # The module constants of a part's data besides NAME, TABLES, RUNS and RUN_FILE (upper-case: SECTION, ...),
 # and its hooks' names.
-DATA_FIELDS = ("section", "reads", "training", "heading", "family", "workflow")
+DATA_FIELDS = ("section", "reads", "training", "heading", "family", "workflow", "forked", "preload")
 HOOKS = ("build", "check", "training_jobs", "other_jobs", "data_tasks", "claims", "report", "register", "run")
 
 # The built-in parts, in the order `pdelra aggregate`'s options are given on its command line (a different

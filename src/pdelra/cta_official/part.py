@@ -25,6 +25,8 @@ TRAINING = (TrainingRule("cta_official_train", grid.RUNS_DIR), TrainingRule("cta
 HEADING = "## Continuous-Time Attention as its authors run it"
 FAMILY = "Continuous-Time Attention's own experiments"
 WORKFLOW = OWN_RULES
+FORKED = ("cta-official",)  # train-lm (and aggregate) import torch: forked from the fork server
+PRELOAD = ("pdelra.cta_official.lm",)  # its LM trainer, imported once by the fork server
 
 __all__ = ["build", "check", "claims", "data_tasks", "other_jobs", "register", "report", "training_jobs"]
 

@@ -23,6 +23,7 @@ RUN_FILE = "metrics.json"
 TRAINING = (TrainingRule("lm_train", RUNS_DIR),)
 FAMILY = "PhysQK-AD's language model"
 WORKFLOW = OWN_RULES
+FORKED = ("lm",)  # `pdelra lm train` imports torch: forked from the fork server (pdelra.forkserver)
 
 __all__ = ["build", "check", "claims", "data_tasks", "other_jobs", "register", "training_jobs"]
 
