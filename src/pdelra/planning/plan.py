@@ -89,7 +89,7 @@ def finished_runs(results: Path, runs_dirs: Iterable[str] = ()) -> dict[RunFile,
     measured (pdelra.parts.TIMING_FILE, written once the run file is)."""
     out: dict[RunFile, dict[str, Any]] = {}
     builtin = {spec.runs_dir for spec in experiment.TRAINING_RULES.values()}
-    for runs_dir in sorted(builtin | set(runs_dirs)):
+    for runs_dir in sorted(set(runs_dirs) - builtin):  # a part's: its run file is its own, the timing ours
         root = results / runs_dir
         for path in run_layout.find_run_files(root, TIMING_FILE) if root.is_dir() else []:
             try:
@@ -102,6 +102,8 @@ def finished_runs(results: Path, runs_dirs: Iterable[str] = ()) -> dict[RunFile,
                 "wall_s": _positive(timing.get("wall_time_s")),
                 "device": timing.get("device") if isinstance(timing.get("device"), str) else None,
             }
+    for runs_dir in sorted(builtin):
+        root = results / runs_dir
         for path in run_layout.find_run_files(root) if root.is_dir() else []:
             try:
                 metrics = json.loads(path.read_text())
