@@ -593,7 +593,7 @@ def test_the_claims_table_prints_the_columns_a_reader_needs(
 
 def test_an_own_operator_studys_page_is_titled_for_its_question() -> None:
     """A study of your own operators is not asked "did it reproduce?" (the paper's headline did not run)."""
-    from pdelra.steps.report import PAPER_TITLE, page_title
+    from pdelra.reporting.title import PAPER_TITLE, page_title, title_of
 
     assert page_title([], headline_ran=True) == PAPER_TITLE
     assert page_title(["smooth"], headline_ran=False) == (
@@ -601,3 +601,7 @@ def test_an_own_operator_studys_page_is_titled_for_its_question() -> None:
     )
     both = page_title(["a1", "b2"], headline_ran=True)
     assert both.startswith(PAPER_TITLE[:-1]) and both.endswith("do your own operators (a1, b2) beat it?")
+    # Both pages take it from the tables: runs.csv's own variants, claims.csv's headline verdicts.
+    runs = pd.DataFrame({"variant": ["none", "smooth"]})
+    assert title_of(runs, pd.DataFrame()) == page_title(["smooth"], headline_ran=False)
+    assert title_of(pd.DataFrame(), pd.DataFrame()) == PAPER_TITLE

@@ -45,6 +45,7 @@ from pdelra.reporting.claims_html import (
 from pdelra.reporting.io import read_artifacts
 from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 from pdelra.reporting.style import VERDICT_COLOURS
+from pdelra.reporting.title import title_of
 from pdelra.results.build import AGGREGATE_TABLES, read_table
 from pdelra.results.claims import headline
 from pdelra.results.verdict_rule import VERDICT_RULE
@@ -224,28 +225,6 @@ def _parts_html(tables_dir: Path, own: tuple[str, ...]) -> str:
     return "<h2>Parts</h2><ul>" + "\n".join(items) + "</ul>" if items else ""
 
 
-PAPER_TITLE = "Where to add PDE diffusion in Transformers: did it reproduce?"
-
-
-def page_title(own: list[str], headline_ran: bool) -> str:
-    """The landing page's title: the paper's question; a study of your own operators' (own variants, and none
-    of the paper's headline claims ran); or both."""
-    if not own:
-        return PAPER_TITLE
-    yours = f"your own operator{'s' if len(own) > 1 else ''} ({', '.join(own)})"
-    if headline_ran:
-        return f"{PAPER_TITLE[:-1]}, and {'do' if len(own) > 1 else 'does'} {yours} beat it?"
-    return (
-        f"{yours[0].upper()}{yours[1:]} beside attention: better than the baseline and the paper's diffusion?"
-    )
-
-
-def _headline_ran(claims_csv: Path) -> bool:
-    """Whether any of the paper's headline claims ran (claims.csv)."""
-    claims = read_table(claims_csv)
-    return bool(len(claims)) and bool((headline(claims)["verdict"] != "not run").any())
-
-
 def write_index(
     report_dir: Path, experiment: str, tables_dir: Path, partial: bool = False, parts: tuple[str, ...] = ()
 ) -> None:
@@ -280,7 +259,7 @@ figure{{margin:0}} figure img{{width:100%;border:1px solid #ddd}} figcaption{{fo
 .banner table{{font-size:0.85em}} td.size{{white-space:nowrap}}
 </style></head>
 <body>
-<h1>{html.escape(page_title(own, _headline_ran(report_dir / "tables" / "claims.csv")))}</h1>
+<h1>{html.escape(title_of(runs, read_table(report_dir / "tables" / "claims.csv")))}</h1>
 {banner_html(read_table(tables_dir / "data.csv"))}
 <p>Experiment <code>{html.escape(experiment)}</code>: {len(runs)} runs ({status}).
 <a href="report.html"><strong>Read the full report</strong></a> (claims, the paper's tables and figures
