@@ -144,16 +144,12 @@ class Part:
     def of(cls, module: ModuleType | PartModule) -> Part:
         """The part a module declares (PartModule); ValueError names what the module lacks."""
         where = getattr(module, "__name__", str(module))
-        missing = [
-            name for name in ("NAME", "TABLES", "RUNS", "RUN_FILE", "build") if not hasattr(module, name)
-        ]
+        missing = [name for name in REQUIRED if not hasattr(module, name)]
         if missing:
             raise ValueError(
                 f"part {where!r}: the module defines no {', '.join(missing)} (pdelra.parts.PartModule)"
             )
-        data = {
-            field: getattr(module, field.upper()) for field in DATA_FIELDS if hasattr(module, field.upper())
-        }
+        data = {key: getattr(module, key.upper()) for key in DATA_FIELDS if hasattr(module, key.upper())}
         hooks = {name: getattr(module, name) for name in HOOKS if callable(getattr(module, name, None))}
         tables = tuple(module.TABLES)
         return cls(
