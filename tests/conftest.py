@@ -22,6 +22,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +49,9 @@ os.environ.setdefault("PDELRA_FUSED_COMPILE", "0")
 # Every figure a test saves (the report notebook's included: the kernel inherits this) is checked for
 # overlapping texts and legends over data (pdelra.reporting.io.save_figure refuses it).
 os.environ.setdefault("PDELRA_CHECK_FIGURES", "1")
+# `pdelra config check` keeps its probes of users' operators in $XDG_CACHE_HOME/pdelra (by their code's
+# digest): the tests' go to a folder of this session's own, never to the user's home, and start empty.
+os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="pdelra-test-cache-")
 
 
 @pytest.fixture(autouse=True)

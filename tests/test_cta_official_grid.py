@@ -17,6 +17,7 @@ from conftest import REPO
 from pdelra import paper
 from pdelra.cta_official import aggregate as tables
 from pdelra.cta_official import grid as grid
+from pdelra.cta_official.part import TABLES as CTA_OFFICIAL_TABLES
 from pdelra.nn.cta_official import OFFICIAL_VARIANTS
 from pdelra.planning.config_check import config_problems
 from pdelra.reporting.io import read_artifacts
@@ -24,7 +25,6 @@ from pdelra.reporting.sections import Report
 from pdelra.reporting.sections import cta_official as section
 from pdelra.results.build import claims_table
 from pdelra.results.catalogue import cta
-from pdelra.results.inputs import CTA_OFFICIAL_TABLES
 
 PDE = "cta_official_diffusion"
 

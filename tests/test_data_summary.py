@@ -106,3 +106,17 @@ def test_the_banner_shows_a_generators_settings_as_words(tmp_path: Path) -> None
     row = next(line for line in md.splitlines() if line.startswith("| ListOps"))
     assert "pdelra generate listops: 400 train, 100 val, 100 test; length 64–128; seed 0" in row
     assert banner.origin_text("https://x/y.gz (md5 ab)") == "https://x/y.gz (md5 ab)"  # real data as it is
+
+
+def test_the_banner_prints_a_dash_where_the_paper_has_no_value(tmp_path: Path) -> None:
+    """A task of your own has no paper length nor Table 8 row: "—" there, not "nan"."""
+    counts = {"train": 10, "val": 5, "test": 5}
+    model = {"d_model": 16, "n_layers": 1, "n_heads": 2, "batch_size": 8}
+    spec = {"mod3": {"manifest": str(_manifest(tmp_path / "mod3", 48, counts)), "source": "generated",
+                     "origin": "pdelra generate mod3 {}", "model": model}}  # fmt: skip
+    written = tmp_path / "data.csv"
+    summarise(spec).to_csv(written, index=False)
+    (row,) = banner.rows(pd.read_csv(written))  # as the report reads data.csv
+    assert row["Length (paper)"] == "48 (—)"
+    assert row["d_model, layers, heads, batch (paper's Table 8)"] == "16, 1, 2, 8 (—, —, —, —)"
+    assert "nan" not in banner.banner_markdown(pd.read_csv(written))

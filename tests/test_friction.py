@@ -103,7 +103,7 @@ def test_the_docs_own_operator_snippets_pass_the_config_check_as_written_from_th
     assert "valid (the workflow accepts it" in check.stdout
 
 
-def test_a_variant_name_with_a_digit_is_refused_with_the_rule_in_words() -> None:
+def test_a_variant_name_may_have_digits_as_a_task_name_may_and_a_bad_one_is_refused_in_words() -> None:
     from conftest import load_config
 
     from pdelra.planning.config_check import config_problems
@@ -111,11 +111,14 @@ def test_a_variant_name_with_a_digit_is_refused_with_the_rule_in_words() -> None
     config = load_config("tiny")
     config["variants"] = {"conv2": {"after_embedding": {"operator": "diffusion"}}}
     config["grids"]["main"]["variants"].append("conv2")
-    (problem,) = config_problems(config)
+    assert config_problems(config) == []  # digits are allowed (they were refused before)
+    config["variants"] = {"Conv-2": {"after_embedding": {"operator": "diffusion"}}}
+    config["grids"]["main"]["variants"][-1] = "Conv-2"
+    problem = config_problems(config)[0]
     assert problem.startswith(
-        "'variants': the name 'conv2' is not allowed: a variant's name must be lower-case "
+        "'variants': the name 'Conv-2' is not allowed: a variant's name must be lower-case "
     )
-    assert "letters and _ only, starting with a letter (no digits, capitals, - or spaces)" in problem
+    assert "letters, digits and _ only, starting with a letter (no capitals, - or spaces)" in problem
     assert "^[a-z]" not in problem, "the rule in words, not the regex"
 
 

@@ -1,13 +1,16 @@
-"""A new related system in three files, as docs/add-a-related-system.md tells a user to add one: its parts
-record, its module (jobs, a toy measurement, its table, a claim, a report section) and a config section.
-The planner counts its jobs, the workflow runs them and its tables rule through the generic rules
-(workflow/rules/parts.smk), aggregate judges its claim, and both report pages show it, with no file of the
-project changed: the test writes only those three files into a copy of the finished tiny workspace."""
+"""A new related system in two files, as docs/add-a-related-system.md tells a user to add one: its module
+(examples/toy_part.py, copied as the doc shows it: its data, jobs, a toy measurement, its table, a claim, a
+report section) and a config section. The planner counts its jobs, the workflow runs them and its tables rule
+through the generic rules (workflow/rules/parts.smk), aggregate judges its claim, and both report pages show
+it, with no file of the project changed: the test writes only those two files into a copy of the finished
+tiny workspace."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -18,76 +21,16 @@ from conftest import REPO, copy_workspace, parse_job_counts, run_snakemake, tool
 
 pytestmark = pytest.mark.slow
 
-# 1. The parts record: what the system is made of, each piece by "module:function".
-RECORD = """
-from pdelra.parts import GENERIC, Part, TrainingRule
-
-PART = Part(
-    name="toy",
-    section="toy",
-    tables=("toy_runs",),
-    reads=("toy_runs",),
-    runs="toy/runs",
-    run_file="metrics.json",
-    build="toy_system:build",
-    check="toy_system:check",
-    training=(TrainingRule("toy_train", "toy_system:jobs", "toy/runs"),),
-    claims="toy_system:claims",
-    report="toy_system:section",
-    heading="## A toy system",
-    workflow=GENERIC,
-    run="toy_system:run",
-)
-"""
-
-# 2. Its module: two variants, a few seeds; a "training" that measures a number from its run config.
-MODULE = """
-import json
-import pandas as pd
-from pdelra.parts import TrainingJob, job_asks
+DOC = REPO / "docs" / "add-a-related-system.md"
+EXAMPLE = REPO / "examples" / "toy_part.py"
 
 
-def jobs(config):
-    section = config["toy"]
-    return [
-        TrainingJob("toy_train", ("toy", variant, "h1", "base", seed), {"variant": variant, "seed": seed,
-                    "gain": section["gain"] if variant == "boosted" else 0.0,
-                    "train": {"batch_size": 1}}, 0, section["runtime"],
-                    **job_asks(config, {}), runs_dir="toy/runs")
-        for variant in ("plain", "boosted") for seed in section["seeds"]
-    ]
-
-
-def check(config):
-    return [] if config["toy"].get("seeds") else ["toy.seeds: give at least one seed"]
-
-
-def run(run_config, out, device):
-    score = 0.5 + run_config["gain"] + 0.01 * run_config["seed"]
-    (out / "metrics.json").write_text(json.dumps({**run_config, "score": score, "device": device}))
-
-
-def build(files, tables):
-    rows = [json.loads(open(f).read()) for f in files]
-    pd.DataFrame(rows).sort_values(["variant", "seed"]).to_csv(tables / "toy_runs.csv", index=False)
-
-
-def claims(inputs):
-    runs = inputs.get("toy_runs")
-    row = {"claim_id": "toy_boost", "claim": "boosting raises the score", "source": "toy", "family": "toy",
-           "kind": "difference", "unit": "score"}
-    if runs is None or runs.empty:
-        return [{**row, "verdict": "not run", "verdict_unadjusted": "not run", "n": 0}]
-    gain = runs[runs.variant == "boosted"].score.mean() - runs[runs.variant == "plain"].score.mean()
-    return [{**row, "effect": gain, "n": len(runs) // 2, "p_value": 0.001, "verdict": "reproduced",
-             "verdict_unadjusted": "reproduced"}]
-
-
-def section(report):
-    from pdelra.reporting.display import say
-    runs = report.table("toy_runs")
-    say(f"Toy system: {len(runs)} runs, mean score {runs.score.mean():.3f}." if len(runs) else "_Not run._")
-"""
+def test_the_docs_module_is_the_example_file_as_written() -> None:
+    """The doc's module is examples/toy_part.py, character for character: what the doc shows is what runs."""
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    assert EXAMPLE.read_text() in blocks
+    config = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)[0])
+    assert config["parts"] == ["toy_part"] and set(config["toy"]) == {"gain", "seeds", "runtime"}
 
 
 def _pdelra(ws: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -104,18 +47,17 @@ def _digest(folder: Path) -> str:
     return hashlib.sha256(b"".join(p.read_bytes() for p in files)).hexdigest()
 
 
-def test_a_new_system_in_three_files_is_planned_run_aggregated_and_reported(
+def test_a_new_system_in_two_files_is_planned_run_aggregated_and_reported(
     finished_tiny: Path, tmp_path: Path
 ) -> None:
     planning = _digest(REPO / "src" / "pdelra" / "planning")  # the planner: no edit for a new system
     ws = copy_workspace(finished_tiny, tmp_path / "ws")
     before = {p.relative_to(ws) for p in ws.rglob("*") if p.is_file()}
-    (ws / "toy_part.py").write_text(RECORD)
-    (ws / "toy_system.py").write_text(MODULE)
+    shutil.copyfile(EXAMPLE, ws / "toy_part.py")  # 1. its module, as the doc has it
     config_file = ws / "config" / "config.yaml"
     config = yaml.safe_load(config_file.read_text())
-    config["parts"] = ["toy_part:PART"]
-    config["toy"] = {"gain": 0.2, "seeds": [0, 1, 2], "runtime": 5}  # 3. its config section
+    doc_config = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)[0])
+    config.update(doc_config)  # 2. its config section and the module's name in `parts`, as the doc has them
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
 
     # Planned: `pdelra plan` counts its six jobs and its tables rule (it runs in the workspace, where the
@@ -143,16 +85,20 @@ def test_a_new_system_in_three_files_is_planned_run_aggregated_and_reported(
     assert "A toy system" in report and "Toy system: 6 runs, mean score 0.610." in report
     index = (results / "report" / "index.html").read_text()
     assert "A toy system" in index and "toy_runs.csv" in index
+    # Its claim is counted on both pages and summed up there in a line under "Verdicts", as each family is.
+    line = "A toy system (1 claims, Holm within the family): 1 reproduced"
+    assert line in index and line in report
 
-    # By hand, the commands take the part as the workflow passes it: `pdelra claims` gives the same
-    # claims.csv, and the partial report (runs finished so far) builds and shows the part's tables too.
+    # By hand: `pdelra claims` finds the part in the tables folder (parts.csv, as aggregate recorded the
+    # config's parts) and gives the same claims.csv; the partial report (runs finished so far), given the
+    # part as the workflow passes it, builds and shows the part's tables too.
     exp = f"results/{config['experiment']}"
-    claims_again = _pdelra(ws, "claims", "--tables", f"{exp}/tables", "--part", "toy_part:PART")
+    claims_again = _pdelra(ws, "claims", "--tables", f"{exp}/tables")
     assert claims_again.stdout == (results / "tables" / "claims.csv").read_text()
-    _pdelra(ws, "report", "--partial", "--runs", f"{exp}/runs", "--part", "toy_part:PART")
+    _pdelra(ws, "report", "--partial", "--runs", f"{exp}/runs", "--part", "toy_part")
     assert "Toy system: 6 runs" in (results / "report-partial" / "report.html").read_text()
 
     written = {p.relative_to(ws) for p in ws.rglob("*") if p.is_file()} - before
-    own = {Path("toy_part.py"), Path("toy_system.py"), Path("plan.json")}
-    assert not {p for p in written if p.suffix == ".py"} - own  # the user wrote two modules, nothing else
+    own = {Path("toy_part.py"), Path("plan.json")}
+    assert not {p for p in written if p.suffix == ".py"} - own  # the user wrote one module, nothing else
     assert _digest(REPO / "src" / "pdelra" / "planning") == planning

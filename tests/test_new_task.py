@@ -1,71 +1,31 @@
 """A task the paper does not have, added in three files: its registry record (a module the config's
 `task_modules` names), its data module (generator and reader) and the config's entries for it. It runs
 through the tiny DAG to both report pages, where its claims (family `new_tasks`) have their own table.
-docs/add-a-task.md is the user's version of this test."""
+It copies docs/add-a-task.md's files as written (examples/parity_task.py, examples/parity_data.py and the
+page's config)."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
-from conftest import load_config, make_workspace, run_snakemake
+from conftest import REPO, load_config, make_workspace, run_snakemake
 
 pytestmark = pytest.mark.slow
 
-RECORD = '''"""The parity task: is the number of 1s in a bit string odd?"""
-from pdelra.tasks import Task, register
-
-register(Task(
-    name="parity", label="Parity", source=None, format="TSV of label and bit string per split",
-    max_length=64, num_classes=2, vocab_size=3, splits={"train": 64, "val": 32, "test": 32},
-    generator="parity_data:generate", reader="parity_data:read", generate={"length": 64},
-))
-'''
-
-DATA = '''"""Parity data: `generate` writes {split}.tsv (label TAB bits), `read` the processed arrays."""
-import random
-
-import numpy as np
-
-from pdelra.data import store
-from pdelra.data.hashing import inputs_hash
-
-SPLITS = ("train", "val", "test")
+DOC = REPO / "docs" / "add-a-task.md"
+EXAMPLES = ("parity_task.py", "parity_data.py")  # the page's two modules, as examples/ holds them
 
 
-def generate(out, p):
-    rng = random.Random(p["seed"])
-    for split in SPLITS:
-        rows = ["".join(rng.choice("01") for _ in range(p["length"])) for _ in range(p[f"n_{split}"])]
-        (out / f"{split}.tsv").write_text("".join(f"{bits.count('1') % 2}\\t{bits}\\n" for bits in rows))
-
-
-def read(raw, out, max_length, seed):
-    counts, truncated, files = {}, {}, []
-    for split in SPLITS:
-        path = raw / f"{split}.tsv"
-        files.append(path)
-        rows = [line.split("\\t") for line in path.read_text().splitlines()]
-        tokens = np.zeros((len(rows), max_length), np.uint8)
-        lengths = np.zeros(len(rows), np.int32)
-        for i, (_, bits) in enumerate(rows):
-            kept = bits[:max_length]
-            tokens[i, : len(kept)] = [1 + int(b) for b in kept]
-            lengths[i] = len(kept)
-        labels = np.array([int(label) for label, _ in rows], np.int64)
-        store.write_split(out, split, tokens, lengths, labels)
-        counts[split] = len(rows)
-        truncated[split] = sum(len(bits) > max_length for _, bits in rows)
-    return {
-        "vocab_size": 3, "vocab": ["<pad>", "0", "1"], "num_classes": 2, "counts": counts,
-        "truncated": truncated, "skipped": {"count": 0, "items": []}, "input_hash": inputs_hash(raw, files),
-        "pad_id": 0, "notes": ["Generated bit strings; label = parity of the 1s."],
-    }
-'''
+def test_the_pages_modules_are_the_example_files_as_written() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", DOC.read_text(), re.S)
+    assert blocks == [(REPO / "examples" / name).read_text() for name in EXAMPLES]
 
 
 def _files(root: Path) -> dict[str, str]:
@@ -80,13 +40,13 @@ def test_a_task_in_three_files_runs_to_both_report_pages(tmp_path: Path) -> None
     ws = make_workspace(tmp_path / "ws")
     before = _files(ws)
 
-    (ws / "parity_task.py").write_text(RECORD)
-    (ws / "parity_data.py").write_text(DATA)
+    for name in EXAMPLES:  # 1, 2: the record and the data module, copied as the page shows them
+        shutil.copyfile(REPO / "examples" / name, ws / name)
     config = load_config("tiny")
-    config["task_modules"] = ["parity_task"]
-    config["data"]["generate"] = {"parity": {"n_train": 64, "n_val": 32, "n_test": 32, "length": 64}}
-    config["tasks"] = {"parity": {"max_length": 64}}
-    config["grids"]["main"]["tasks"] = ["parity"]
+    page = yaml.safe_load(re.findall(r"```yaml\n(.*?)```", DOC.read_text(), re.S)[0])
+    config.update(task_modules=page["task_modules"], tasks=page["tasks"])  # 3: the page's config entries
+    config["data"]["generate"] = page["data"]["generate"]
+    config["grids"]["main"] = page["grids"]["main"]
     (ws / "config" / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
 
     after = _files(ws)

@@ -5,6 +5,7 @@ pass."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 import time
@@ -49,6 +50,17 @@ class NanGrad(nn.Module):
 
     def forward(self, x, lengths=None):
         return x + torch.sqrt(self.w * self.w)
+
+
+class NanInEval(nn.Module):
+    """Finite while training; NaN with dropout off (an eval-only path dividing by zero)."""
+
+    def __init__(self, d_model):
+        super().__init__()
+        self.scale = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x, lengths=None):
+        return x * self.scale if self.training else x * self.scale + (x - x) / (x - x)
 
 
 class WrongShape(nn.Module):
@@ -128,6 +140,8 @@ def _check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operator: str) -> in
             f"at padded length {MAX_LENGTH} (sequences of {MAX_LENGTH} and {MAX_LENGTH // 2}): RuntimeError: "
             "The size of tensor a",
         ),
+        ("NanInEval", "at padded length 5 (sequences of 5 and 2): NaN in its output in eval mode (finite in "
+                      "training mode)"),
         ("ReadsPadding", "change with what the padding holds (it reads the padding)"),
         ("ReadsPaddingLength", "change with the padding's length (the sequence of 2 alone differs from it"),
     ],
@@ -203,3 +217,76 @@ def test_the_check_takes_seconds_at_an_lra_length_and_leaves_the_random_state_al
     check_operators(cfg)
     assert time.monotonic() - started < 10
     assert torch.equal(torch.rand(3), expected), "the check draws from its own seed, not the caller's stream"
+
+
+# An operator that builds a (batch, L, L, d_model) tensor: each token's mean product with every valid token.
+PAIRWISE = """
+import torch
+from torch import nn
+
+
+class Pairwise(nn.Module):
+    def __init__(self, d_model):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x, lengths=None):
+        n = torch.full((x.shape[0],), x.shape[1]) if lengths is None else lengths
+        valid = (torch.arange(x.shape[1]) < n[:, None]).to(x.dtype)
+        pairs = x[:, :, None, :] * x[:, None, :, :] * valid[:, None, :, None] * self.w
+        return x + pairs.sum(2) / n[:, None, None]
+"""
+
+
+def _pairwise_config(tmp_path: Path, mem_mb: int) -> Path:
+    """The tiny config with the pairwise operator on ListOps at 2,000 tokens (d_model 4, batch 32)."""
+    config = load_config("tiny")
+    config["variants"] = {OWN: {"after_embedding": {"operator": "pairops:Pairwise"}}}
+    config["grids"]["main"].update(tasks=["listops"], variants=["none", OWN])
+    config["tasks"]["listops"]["max_length"] = 2000
+    config["defaults"]["model"].update(d_model=4, d_mlp=8)
+    config["defaults"]["train"]["batch_size"] = 32
+    config["defaults"]["resources"]["mem_mb"] = mem_mb
+    path = tmp_path / f"config{mem_mb}.yaml"
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return path
+
+
+def test_an_operator_that_will_not_fit_the_jobs_memory_is_refused_naming_what_it_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """B x L x L x d at L = 2,000 passes every check at the probe's batch of 2 (0.4 GB); at the job's batch of
+    32 it needs 16 times that, more than the job's 4 GB: refused in one line naming it. The probe is kept by
+    its code's digest, so the next check (every `snakemake -n` makes one) does not run it again; an edit of
+    the operator's code probes it afresh."""
+    import pdelra.nn.operator_check as probe_module
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delitem(sys.modules, "pairops", raising=False)
+    (tmp_path / "pairops.py").write_text(PAIRWISE)
+    started = time.monotonic()
+    assert main(["config", "check", str(_pairwise_config(tmp_path, 4000))]) == 1
+    probed_s = time.monotonic() - started
+    (line,) = [line for line in capsys.readouterr().out.splitlines() if line.startswith("  - ")]
+    assert f"variants.{OWN} (grids.main, task listops, batch 32, d_model 4, max_length 2000)" in line, line
+    needs = re.search(r"needs ([\d.]+) GB at batch 32 and length 2000 \(its forward and backward: "
+                      r"([\d.]+) GB measured at batch 2, times 32 / 2\), more than the job's 4\.0 GB",
+                      line)  # fmt: skip
+    assert needs, line
+    assert float(needs[1]) == pytest.approx(16 * float(needs[2]), rel=0.05)
+    assert float(needs[2]) >= 2 * 2000 * 2000 * 4 * 4 / 1e9  # at least the (2, L, L, 4) float tensor
+
+    calls: list[object] = []
+    stand_in = probe_module.Probe(None, 1)  # what a probe of the edited code below finds: nothing wrong
+    monkeypatch.setattr(probe_module, "probe_operator", lambda *args: calls.append(args) or stand_in)
+    started = time.monotonic()
+    assert main(["config", "check", str(_pairwise_config(tmp_path, 4000))]) == 1  # from the cache
+    assert calls == [] and "needs" in capsys.readouterr().out
+    cached_s = time.monotonic() - started
+    assert main(["config", "check", str(_pairwise_config(tmp_path, 64000))]) == 0  # fits 64 GB
+    assert calls == []
+    print(f"config check: {probed_s:.1f} s probing, {cached_s:.1f} s with the probe cached")
+    (tmp_path / "pairops.py").write_text(PAIRWISE + "\n# edited\n")  # its code changed: probed again
+    assert main(["config", "check", str(_pairwise_config(tmp_path, 4000))]) == 0
+    assert len(calls) == 1

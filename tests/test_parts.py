@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
@@ -15,10 +15,9 @@ import yaml
 from conftest import REPO, make_workspace, run_snakemake
 
 from pdelra import parts as registry
-from pdelra.importing import import_callable
-from pdelra.parts import BUILTIN as PARTS
 from pdelra.parts import TABLES_DIR, aggregate_inputs, option
-from pdelra.results.inputs import CTA_OFFICIAL_TABLES, DIAGNOSTICS_TABLE, LM_TABLES, OPTIONAL_INPUTS
+
+PARTS = registry.builtin()
 
 
 def _dry_run_jobs(text: str) -> dict[str, list[dict[str, list[str]]]]:
@@ -52,60 +51,80 @@ def test_partial_report_and_aggregate_rule_read_the_same_parts(tmp_path: Path) -
 
 
 def test_the_parts_give_aggregate_every_table_it_reads_as_its_options() -> None:
-    assert registry.reads(PARTS) == OPTIONAL_INPUTS  # in this order on the aggregate rule's command line
+    reads = ("lm_runs", "lm_dynamics", "diagnostics", "cta_official_runs")
+    assert registry.reads(PARTS) == reads  # in this order on the aggregate rule's command line
     assert all(set(part.reads) <= set(part.tables) for part in PARTS)
     tables = [Path("t") / f"{table}.csv" for part in reversed(PARTS) for table in part.tables]
-    assert list(aggregate_inputs(tables)) == list(OPTIONAL_INPUTS)
+    assert list(aggregate_inputs(tables)) == list(reads)
     assert option("cta_official_runs") == "--cta-official-runs"
 
 
-def test_the_registry_names_each_table_as_its_builders_write_them() -> None:
-    tables = {part.name: part.tables for part in PARTS}
-    assert tables == {
-        "lm": LM_TABLES,
-        "diagnostics": (DIAGNOSTICS_TABLE,),
-        "cta_official": CTA_OFFICIAL_TABLES,
+def test_each_built_in_part_is_a_module_in_its_systems_folder_declared_as_a_users() -> None:
+    """One name per part, a module whose hooks are its own plain functions (no "module:function" string):
+    the tables its builder writes, its family's label and its subcommands come from it."""
+    import pdelra.cta_official.part as cta
+    import pdelra.lm.part as lm
+
+    assert registry.BUILTIN_MODULES == (
+        "pdelra.lm.part",
+        "pdelra.diagnostics.part",
+        "pdelra.cta_official.part",
+    )
+    assert [part.module for part in PARTS] == list(registry.BUILTIN_MODULES)
+    by_name = {part.name: part for part in PARTS}
+    assert by_name["lm"].training_jobs is lm.training_jobs and by_name["lm"].register is lm.register
+    assert by_name["cta_official"].report is cta.report and by_name["cta_official"].tables == cta.TABLES
+    for part in PARTS:
+        hooks = [getattr(part, name) for name in registry.HOOKS]
+        assert all(hook is None or callable(hook) for hook in hooks), part.name
+        spec = re.compile(r"^[\w.]+:\w+$")  # what a hook was named by: "module:function"
+        assert not any(spec.match(str(getattr(part, f.name))) for f in fields(part)), part.name
+    # Whether a part's commands are forked from the fork server comes from its module too.
+    from pdelra.cli import forked_commands
+
+    assert forked_commands() == ("train", "diagnose", "lm", "cta-official")
+    assert by_name["cta_official"].preload == ("pdelra.cta_official.lm",)
+    assert {p.name: p.family_label for p in PARTS} == {
+        "lm": "PhysQK-AD's language model",
+        "diagnostics": "the mechanism diagnostics",
+        "cta_official": "Continuous-Time Attention's own experiments",
     }
 
 
-def test_every_function_a_built_in_part_names_imports() -> None:
-    """A misspelt "module:function" would only fail when that step runs (hours into a grid): each one imports
-    here, and each subcommand module registers."""
-    for part in PARTS:
-        specs = [part.build, part.check, part.other_jobs, part.data_tasks, part.claims, part.report, part.run]
-        specs += [rule.jobs for rule in part.training]
-        for spec in filter(None, specs):
-            assert callable(import_callable(spec, part.name)), spec
-        if part.cli:
-            assert callable(import_callable(f"{part.cli}:register", part.name))
-
-
-def test_importing_the_registry_imports_no_system() -> None:
-    """common.smk imports pdelra.parts on every Snakemake call: the systems' modules load only when used."""
-    code = "import sys, pdelra.parts; print(sorted(m for m in sys.modules if m.startswith('pdelra.')))"
+def test_importing_the_registry_and_its_parts_imports_no_heavy_library() -> None:
+    """common.smk loads the parts on every Snakemake call: their modules are cheap, each hook importing what
+    it runs (torch, pandas, the systems' trainers) when it runs."""
+    code = (
+        "import sys, pdelra.parts; pdelra.parts.builtin(); "
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'pandas', 'numpy')))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert "pdelra.lm" not in loaded and "pdelra.cta_official" not in loaded and "torch" not in loaded
+    assert loaded.strip() == "[]"
 
 
 def test_a_config_registers_its_own_part_and_a_wrong_record_is_named(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.syspath_prepend(str(tmp_path))
-    (tmp_path / "myparts.py").write_text(
-        "from pdelra.parts import BUILTIN, GENERIC\nfrom dataclasses import replace\n"
-        "TOY = replace(BUILTIN[0], name='toy', section='toy', training=(), workflow=GENERIC)\n"
-        "TWIN = replace(BUILTIN[0], training=())\nNOT_A_PART = {'name': 'x'}\n"
+    (tmp_path / "mytoy.py").write_text(
+        "NAME = 'toy'\nTABLES = ()\nRUNS = 'toy/runs'\nRUN_FILE = 'm.json'\n"
+        "def build(files, tables):\n    pass\n"
     )
-    registered = registry.registered({"parts": ["myparts:TOY"]})
+    twin = "from pdelra.lm.part import *\nfrom pdelra.lm.part import NAME, RUN_FILE, RUNS, TABLES\n"
+    (tmp_path / "mytwin.py").write_text(twin)
+    (tmp_path / "notapart.py").write_text("NAME = 'x'\n")
+    registered = registry.registered({"parts": ["mytoy"]})
     assert [part.name for part in registered] == ["lm", "diagnostics", "cta_official", "toy"]
-    # its own other jobs (lm's function: none without `lm`) and its tables rule (workflow/rules/parts.smk)
-    assert registered[-1].other_job_counts({"toy": {"x": 1}}) == {"toy_aggregate": 1}
-    assert registered[-1].other_job_counts({}) == {}  # its section absent: not run
-    with pytest.raises(ValueError, match=r"not a pdelra\.parts\.Part"):
-        registry.plugins({"parts": ["myparts:NOT_A_PART"]})
+    toy = registered[-1]
+    assert (toy.section, toy.reads, toy.workflow, toy.module) == ("toy", (), registry.GENERIC, "mytoy")
+    # its tables rule (workflow/rules/parts.smk), no other jobs of its own
+    assert toy.other_job_counts({"toy": {"x": 1}}) == {"toy_aggregate": 1}
+    assert toy.other_job_counts({}) == {}  # its section absent: not run
+    assert toy.jobs({"toy": {"x": 1}}) == []  # no training_jobs: no jobs
+    with pytest.raises(ValueError, match=r"defines no TABLES, RUNS, RUN_FILE, build"):
+        registry.plugins({"parts": ["notapart"]})
     with pytest.raises(ValueError, match="registered twice"):
-        registry.plugins({"parts": ["myparts:TWIN"]})
-    with pytest.raises(ValueError, match="cannot import 'nosuchmodule'"):
-        registry.plugins({"parts": ["nosuchmodule:PART"]})
-    assert replace(PARTS[0]).jobs({}) == []
+        registry.plugins({"parts": ["mytwin"]})
+    with pytest.raises(ValueError, match="cannot import it"):
+        registry.plugins({"parts": ["nosuchmodule"]})
 
 
 def test_the_config_check_runs_a_registered_parts_own_check(tmp_path: Path, monkeypatch) -> None:
@@ -115,17 +134,16 @@ def test_the_config_check_runs_a_registered_parts_own_check(tmp_path: Path, monk
 
     monkeypatch.syspath_prepend(str(tmp_path))
     (tmp_path / "checked_part.py").write_text(
-        "from pdelra.parts import GENERIC, Part\n"
+        "NAME = 'toy'\nTABLES = ()\nRUNS = 'toy/runs'\nRUN_FILE = 'm.json'\n"
+        "def build(files, tables):\n    pass\n"
         "def check(config):\n    return [] if config['toy'].get('seeds') else ['toy.seeds: give one']\n"
-        "PART = Part(name='toy', section='toy', tables=(), reads=(), runs='toy/runs', run_file='m.json',\n"
-        "            build='checked_part:check', check='checked_part:check', workflow=GENERIC)\n"
     )
     config = yaml.safe_load((REPO / "tests" / "configs" / "tiny.yaml").read_text())
-    config["parts"] = ["checked_part:PART"]
+    config["parts"] = ["checked_part"]
     assert config_problems({**config, "toy": {"seeds": [0]}}) == []
     assert config_problems({**config, "toy": {"seeds": []}}) == ["toy.seeds: give one"]
     (unknown,) = config_problems({**config, "toy": {"seeds": [0]}, "tyo": {}})
     assert "unknown key(s) 'tyo'" in unknown and "toy" in unknown
-    assert config_problems({**config, "parts": ["checked_part:NOPE"]})[0].startswith(
-        "parts: part 'checked_part:NOPE'"
+    assert config_problems({**config, "parts": ["checked_part_nope"]})[0].startswith(
+        "parts: part 'checked_part_nope'"
     )

@@ -621,3 +621,19 @@ def test_both_pages_name_the_failed_runs(tmp_path: Path) -> None:
         row = next(r for r in page.split("<tr>") if "multiscale_gain_after_embedding" in r)
         assert line in row
         assert "Failed runs:" not in next(r for r in page.split("<tr>") if "after_embedding_gain<" in r)
+
+
+def test_an_own_operator_studys_page_is_titled_for_its_question() -> None:
+    """A study of your own operators is not asked "did it reproduce?" (the paper's headline did not run)."""
+    from pdelra.reporting.title import PAPER_TITLE, page_title, title_of
+
+    assert page_title([], headline_ran=True) == PAPER_TITLE
+    assert page_title(["smooth"], headline_ran=False) == (
+        "Your own operator (smooth) beside attention: better than the baseline and the paper's diffusion?"
+    )
+    both = page_title(["a1", "b2"], headline_ran=True)
+    assert both.startswith(PAPER_TITLE[:-1]) and both.endswith("do your own operators (a1, b2) beat it?")
+    # Both pages take it from the tables: runs.csv's own variants, claims.csv's headline verdicts.
+    runs = pd.DataFrame({"variant": ["none", "smooth"]})
+    assert title_of(runs, pd.DataFrame()) == page_title(["smooth"], headline_ran=False)
+    assert title_of(pd.DataFrame(), pd.DataFrame()) == PAPER_TITLE

@@ -45,3 +45,46 @@ def test_claims_command_recomputes_the_same_table(tables: Path, tmp_path: Path) 
 def test_claims_command_names_a_missing_runs_table(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     assert main(["claims", "--tables", str(tmp_path)]) == 1
     assert f"{tmp_path}/runs.csv: no runs table" in caplog.text
+
+
+OWN_PART = """
+NAME = "toy"
+TABLES = ()
+RUNS = "toy/runs"
+RUN_FILE = "m.json"
+HEADING = "## A toy system"
+
+
+def build(files, tables):
+    pass
+
+
+def claims(inputs):
+    return [{"claim_id": "toy_gain", "claim": "toy gains", "source": "toy", "family": "toy",
+             "kind": "difference", "unit": "score", "effect": 0.1, "n": 3, "p_value": 0.01,
+             "verdict": "reproduced", "verdict_unadjusted": "reproduced"}]
+"""
+
+
+def test_claims_command_finds_the_configs_own_parts_in_the_tables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """aggregate records the config's parts in parts.csv; `pdelra claims --tables` reads them there, so that
+    it gives the workflow's claims.csv without being told the parts (it left a part's claims out before)."""
+    from pdelra import parts
+    from pdelra.reporting.claims_html import family_lines
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    (tmp_path / "own_claims_part.py").write_text(OWN_PART)
+    files = [write_metrics(tmp_path / "runs", "listops", v, "h1", s, 0.3) for v in ("none",) for s in (0, 1)]
+    aggregate(files, tmp_path / "tables", own_parts=parts.plugins({"parts": ["own_claims_part"]}))
+    recorded = pd.read_csv(tmp_path / "tables" / "parts.csv").fillna("")
+    assert recorded["spec"].tolist() == ["", "", "", "own_claims_part"]
+    capsys.readouterr()
+    assert main(["claims", "--tables", str(tmp_path / "tables")]) == 0
+    assert capsys.readouterr().out == (tmp_path / "tables" / "claims.csv").read_text()
+    claims = pd.read_csv(tmp_path / "tables" / "claims.csv")
+    assert "toy_gain" in set(claims["claim_id"])
+    # Both pages sum its family up in a line, labelled by the part's heading.
+    lines = family_lines(claims, parts.family_labels(["own_claims_part"]))
+    assert lines[-1] == "A toy system (1 claims, Holm within the family): 1 reproduced"  # after FAMILIES'

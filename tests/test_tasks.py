@@ -124,6 +124,7 @@ def test_an_unknown_task_is_refused_with_the_registered_names() -> None:
     config["tasks"]["parity"] = {"max_length": 64}
     problems = config_problems(config)
     assert any("'parity'" in p and all(name in p for name in FIVE) for p in problems), problems
+    assert all("name the module that registers it in `task_modules`" in p for p in problems), problems
 
 
 def test_a_task_module_that_does_not_import_is_named() -> None:
@@ -213,3 +214,31 @@ def test_the_registry_is_ground_floor() -> None:
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and n.module}
     assert {m for m in imported if m.startswith("pdelra")} == {"pdelra.importing"}
     assert {m.split(".")[0] for m in imported} - {"pdelra"} <= set(sys.stdlib_module_names) | {"__future__"}
+
+
+def test_a_configs_own_tasks_load_at_the_commands_entry_not_on_import(tmp_path: Path) -> None:
+    """Importing the registry registers the five tasks only, whatever the environment says; `pdelra` (and a
+    command the fork server forks, which runs pdelra.cli.main with the job's environment) loads the modules
+    PDELRA_TASK_MODULES names as it starts; one that does not import is one line, exit 2."""
+    import subprocess
+    import sys
+
+    (tmp_path / "env_tasks.py").write_text(
+        "from pdelra.tasks import Task, register\n"
+        "register(Task(name='envtask', label='Env', source=None, format='-', max_length=8, num_classes=2,\n"
+        "              vocab_size=4, splits={'train': 1, 'val': 1, 'test': 1}, generator='m:g',\n"
+        "              reader='m:r'))\n"
+    )
+    env = {**tasks.job_environment(["env_tasks"], str(tmp_path)), "PATH": "/usr/bin:/bin"}
+    code = (
+        "import pdelra.tasks as t; print('envtask' in t.TASKS)\n"
+        "from pdelra.cli import main; import sys; sys.argv = ['pdelra']\n"
+        "try:\n    main(['config', 'check', '--help'])\nexcept SystemExit:\n    pass\n"
+        "print('envtask' in t.TASKS)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split()[0] == "False" and out.stdout.split()[-1] == "True", out.stdout + out.stderr
+    env = {**tasks.job_environment(["no_such_tasks"], str(tmp_path)), "PATH": "/usr/bin:/bin"}
+    bad = subprocess.run([sys.executable, "-m", "pdelra.cli", "--version"], env=env, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert bad.returncode == 2 and "no_such_tasks" in bad.stderr and "Traceback" not in bad.stderr

@@ -253,6 +253,28 @@ def test_forced_nan_is_recorded_as_diverged_with_its_step(task_dir: Path, tmp_pa
     assert metrics["test_accuracy"] is None
 
 
+def test_a_nan_validation_loss_marks_the_run_diverged_on_it(
+    task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Finite while training, NaN with dropout off (an eval-mode path): the run is diverged, and says on what,
+    not "completed" with an accuracy of NaN outputs."""
+    real_evaluate = runner._Trainer._evaluate
+
+    def evaluate(self: runner._Trainer, split: str) -> tuple[float, float]:
+        loss, accuracy = real_evaluate(self, split)
+        return (float("nan"), accuracy) if split == "val" and self.state.epoch >= 1 else (loss, accuracy)
+
+    monkeypatch.setattr(runner._Trainer, "_evaluate", evaluate)
+    status, metrics = train_in_process(run_config(), task_dir, tmp_path)
+    assert status == 0 and metrics is not None
+    assert (metrics["status"], metrics["diverged_on"]) == ("diverged", "validation loss")
+    assert metrics["diverged_at_step"] == metrics["steps_run"] == 2 * metrics["steps_per_epoch"]  # epoch 2
+    assert metrics["epochs_run"] == 1  # epoch 1 recorded; epoch 2 diverged at its validation
+    assert metrics["test_accuracy"] is None
+    forced = train_in_process(run_config(debug_nan_at_step=11), task_dir, tmp_path / "forced")[1]
+    assert forced is not None and forced["diverged_on"] == "training loss"
+
+
 def test_early_stopping_reports_test_accuracy_of_the_best_validation_weights(
     task_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -15,7 +15,7 @@ import logging
 import sys
 from collections.abc import Callable
 
-from pdelra import __version__, forkclient, parts
+from pdelra import __version__, forkclient, parts, tasks
 from pdelra.errors import UserError
 from pdelra.importing import import_callable
 
@@ -29,10 +29,6 @@ SUBCOMMAND_MODULES = (
     "pdelra.bench.cli",  # bench
     "pdelra.planning.cli",  # config check FILE (YAML syntax, schema); plan (jobs, device-hours, disk)
     "pdelra.forkserver",  # forkserver run -- CMD (one torch import for many jobs)
-    # Each built-in part's own (pdelra.parts): lm prepare | train | aggregate (PhysQK-AD's LM experiment),
-    # cta-official aggregate | train-lm (Continuous-Time Attention's own); a part without one runs through
-    # `pdelra part run|aggregate` (pdelra.steps.cli).
-    *(part.cli for part in parts.BUILTIN if part.cli),
 )
 
 
@@ -53,7 +49,19 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", metavar="SUBCOMMAND", required=True)
     for name in SUBCOMMAND_MODULES:
         importlib.import_module(name).register(subparsers)
+    # Each built-in part's own (pdelra.parts, its `register`): lm prepare | train | aggregate (PhysQK-AD's LM
+    # experiment), cta-official aggregate | train-lm (Continuous-Time Attention's own); a part without one
+    # runs through `pdelra part run|aggregate` (pdelra.steps.cli).
+    for part in parts.builtin():
+        if part.register:
+            part.register(subparsers)
     return parser
+
+
+def forked_commands() -> tuple[str, ...]:
+    """The subcommands worth forking from the fork server (they import torch): the pipeline's own and those
+    each built-in part declares (pdelra.parts: FORKED)."""
+    return (*forkclient.FORKED_COMMANDS, *(command for part in parts.builtin() for command in part.forked))
 
 
 def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:
@@ -63,10 +71,17 @@ def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int |
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    if forkclient.wants_server(argv):  # PDELRA_FORKSERVER is set: fork from a process with torch loaded
+    if forkclient.wants_server(argv, forked_commands()):  # PDELRA_FORKSERVER set: fork from one with torch
         code = forkclient.delegate(argv)
         if code is not None:
             return code
+    # A config's own tasks (its task_modules, passed by the workflow through the environment): registered
+    # before the parser, whose choices and defaults may name them, and before any step reads the registry.
+    try:
+        tasks.load_environment()
+    except ValueError as err:
+        print(f"pdelra: {err} (named by ${tasks.MODULES_ENV})", file=sys.stderr)
+        return 2
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,

@@ -16,16 +16,18 @@ import sys
 log = logging.getLogger(__name__)
 
 ENV = "PDELRA_FORKSERVER"
-FORKED_COMMANDS = ("train", "diagnose", "lm", "cta-official")  # cta-official: train-lm (and aggregate)
+# The pipeline's own heavy subcommands; each part adds those it declares (pdelra.parts: FORKED), given to
+# `wants_server` by pdelra.cli, so this module names no system.
+FORKED_COMMANDS = ("train", "diagnose")
 FORWARDED_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGUSR1, signal.SIGHUP)
 
 
-def wants_server(argv: list[str]) -> bool:
-    """True when PDELRA_FORKSERVER is set and argv's subcommand is one worth forking."""
+def wants_server(argv: list[str], forked: tuple[str, ...] = FORKED_COMMANDS) -> bool:
+    """True when PDELRA_FORKSERVER is set and argv's subcommand is one worth forking (`forked`)."""
     if not os.environ.get(ENV):
         return False
     command = next((a for a in argv if not a.startswith("-")), None)
-    return command in FORKED_COMMANDS
+    return command in forked
 
 
 def delegate(argv: list[str]) -> int | None:

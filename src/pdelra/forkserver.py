@@ -35,18 +35,20 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pdelra.cli import main
-from pdelra.forkclient import ENV, FORKED_COMMANDS, FORWARDED_SIGNALS
+from pdelra import parts
+from pdelra.cli import forked_commands, main
+from pdelra.forkclient import ENV, FORWARDED_SIGNALS
 
 log = logging.getLogger(__name__)
 
+# What the server imports once for every forked command: torch and the pipeline's trainer and diagnostics;
+# each part adds the modules its forked commands run (pdelra.parts: PRELOAD, e.g. CTA's LM trainer).
 PRELOAD = (
     "torch",
     "torch._dynamo",
     "torch.optim",
     "pdelra.training.runner",
     "pdelra.nn.model",
-    "pdelra.cta_official.lm",
     "pdelra.steps.diagnose",
 )
 _MAX_REQUEST = 4 * 2**20
@@ -148,7 +150,7 @@ def serve(path: Path, ready_fd: int | None = None) -> None:
     """Import the heavy modules, then fork one child per request until SIGTERM."""
     import importlib
 
-    for name in PRELOAD:
+    for name in (*PRELOAD, *(module for part in parts.builtin() for module in part.preload)):
         importlib.import_module(name)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))
@@ -219,7 +221,7 @@ def register(subparsers: Any) -> None:
         help="run a command (e.g. snakemake) with a fork server that imports torch once for all jobs",
         description=(
             "Start a server that imports torch and the training code once, run COMMAND with "
-            f"{ENV} set so that every `pdelra {'|'.join(FORKED_COMMANDS)}` it starts is forked from that "
+            f"{ENV} set so that every `pdelra {'|'.join(forked_commands())}` it starts is forked from that "
             "server instead of importing torch again (~3-4 s each), then stop the server. Results are those "
             "of separate processes; without a reachable server each command simply runs by itself."
         ),

@@ -1,6 +1,6 @@
 """A user's code named in a config as "module:attr" (an operator of a config variant, pdelra.nn.model; a
-task's generator or reader, pdelra.tasks) or as a module (a config's `task_modules`), imported with every
-failure said in one line.
+task's generator or reader, pdelra.tasks) or as a module (a config's `task_modules` and `parts`), imported
+with every failure said in one line.
 
 The module is found on sys.path or, failing that, as a file or package in the working directory: the
 workflow's jobs run there (the project root, where a user keeps `myops.py`), and `pdelra` runs as a console
@@ -26,8 +26,7 @@ def import_callable(spec: str, what: str = "callable") -> Callable[..., Any]:
 
 
 def import_object(spec: str, what: str = "object") -> Any:
-    """The attribute `attr` of `module` named by "module:attr" (a part's record, pdelra.parts); ValueError as
-    import_callable's."""
+    """The attribute `attr` of `module` named by "module:attr"; ValueError as import_callable's."""
     module_name, colon, attr = spec.partition(":")
     if not colon or not module_name or not attr:
         raise ValueError(f"{what} {spec!r}: write it as 'module:attr'")

@@ -7,7 +7,11 @@ in the paper's tables) are written here once; the data steps, the planner, the c
 
 A task of your own is one `register(Task(...))` in a module of yours, named in the config's `task_modules`
 (the workflow imports it and passes it to every job through PDELRA_TASK_MODULES) or in that variable for a
-command run by hand; docs/add-a-task.md shows the three files it takes.
+command run by hand; docs/add-a-task.md shows the three files it takes. Those modules load through one
+explicit call at each entry, never as a side effect of importing this module: `load_modules` where the
+config is read (pdelra.planning.config_check, for `pdelra config check`, `pdelra plan` and the workflow's
+common.smk), `load_environment` where a command starts (pdelra.cli.main, a forked command included) and in
+the report's notebook.
 
 Ground floor: imports nothing of pdelra but the equally low `pdelra.importing`, and no third-party package.
 """
@@ -24,7 +28,7 @@ from typing import Any
 from pdelra.importing import import_module
 
 SPLITS = ("train", "val", "test")
-# Modules registering tasks, comma-separated, imported when this module is: how a job started by the workflow
+# Modules registering tasks, comma-separated, loaded by `load_environment`: how a job started by the workflow
 # (common.smk sets it from the config's `task_modules`) or a user's shell learns of tasks beyond the five.
 MODULES_ENV = "PDELRA_TASK_MODULES"
 # The folder those modules are found in when they are on no sys.path: the project root a job started from (a
@@ -147,27 +151,78 @@ def load_modules(modules: Iterable[str], root: str | None = None) -> None:
 _BYTES = 257  # byte tokens 1..256 and padding 0
 _PIXELS = 256  # grey levels
 for _task in (
-    Task("listops", "ListOps", "lra_release", "listops-1000 TSV (Source, Target)", 2000, 10, 16,
-         {"train": 96_000, "val": 2_000, "test": 2_000},
-         "pdelra.data.generate:write_listops", "pdelra.data.preprocess:read_listops",
-         {"min_length": 500, "max_length": 2000, "max_depth": 10, "max_args": 10}, paper="listops"),
-    Task("text", "Text", "imdb", "aclImdb review files (bytes)", 4000, 2, _BYTES,
-         {"train": 22_500, "val": 2_500, "test": 25_000},
-         "pdelra.data.generate:write_text", "pdelra.data.preprocess:read_text",
-         {"min_length": 200, "max_length": 2000, "signal": 0.8}, paper="text"),
-    Task("retrieval", "Retrieval", "lra_release", "AAN pairs TSV (bytes, two documents)", 4000, 2, _BYTES,
-         {"train": 147_086, "val": 18_090, "test": 17_437},
-         "pdelra.data.generate:write_retrieval", "pdelra.data.preprocess:read_retrieval",
-         {"min_length": 200, "max_length": 2000, "n_topics": 20}, two_tower=True, paper="retrieval"),
-    Task("pathfinder", "PathFinder", "lra_release", "Pathfinder-32 PNGs + metadata", 1024, 2, _PIXELS,
-         {"train": 160_000, "val": 20_000, "test": 20_000},
-         "pdelra.data.generate:write_pathfinder", "pdelra.data.preprocess:read_pathfinder",
-         {"contour_length": 14, "distractors": 3, "per_folder": 1000}, paper="pathfinder"),
-    Task("image", "Image", "cifar10", "CIFAR-10 python batches (grey levels)", 1024, 10, _PIXELS,
-         {"train": 45_000, "val": 5_000, "test": 10_000},
-         "pdelra.data.generate:write_image", "pdelra.data.preprocess:read_image",
-         {"noise": 25.0}, paper="image"),
-):  # fmt: skip
+    Task(
+        name="listops",
+        label="ListOps",
+        source="lra_release",
+        format="listops-1000 TSV (Source, Target)",
+        max_length=2000,
+        num_classes=10,
+        vocab_size=16,
+        splits={"train": 96_000, "val": 2_000, "test": 2_000},
+        generator="pdelra.data.generate:write_listops",
+        reader="pdelra.data.preprocess:read_listops",
+        generate={"min_length": 500, "max_length": 2000, "max_depth": 10, "max_args": 10},
+        paper="listops",
+    ),
+    Task(
+        name="text",
+        label="Text",
+        source="imdb",
+        format="aclImdb review files (bytes)",
+        max_length=4000,
+        num_classes=2,
+        vocab_size=_BYTES,
+        splits={"train": 22_500, "val": 2_500, "test": 25_000},
+        generator="pdelra.data.generate:write_text",
+        reader="pdelra.data.preprocess:read_text",
+        generate={"min_length": 200, "max_length": 2000, "signal": 0.8},
+        paper="text",
+    ),
+    Task(
+        name="retrieval",
+        label="Retrieval",
+        source="lra_release",
+        format="AAN pairs TSV (bytes, two documents)",
+        max_length=4000,
+        num_classes=2,
+        vocab_size=_BYTES,
+        splits={"train": 147_086, "val": 18_090, "test": 17_437},
+        generator="pdelra.data.generate:write_retrieval",
+        reader="pdelra.data.preprocess:read_retrieval",
+        generate={"min_length": 200, "max_length": 2000, "n_topics": 20},
+        two_tower=True,
+        paper="retrieval",
+    ),
+    Task(
+        name="pathfinder",
+        label="PathFinder",
+        source="lra_release",
+        format="Pathfinder-32 PNGs + metadata",
+        max_length=1024,
+        num_classes=2,
+        vocab_size=_PIXELS,
+        splits={"train": 160_000, "val": 20_000, "test": 20_000},
+        generator="pdelra.data.generate:write_pathfinder",
+        reader="pdelra.data.preprocess:read_pathfinder",
+        generate={"contour_length": 14, "distractors": 3, "per_folder": 1000},
+        paper="pathfinder",
+    ),
+    Task(
+        name="image",
+        label="Image",
+        source="cifar10",
+        format="CIFAR-10 python batches (grey levels)",
+        max_length=1024,
+        num_classes=10,
+        vocab_size=_PIXELS,
+        splits={"train": 45_000, "val": 5_000, "test": 10_000},
+        generator="pdelra.data.generate:write_image",
+        reader="pdelra.data.preprocess:read_image",
+        generate={"noise": 25.0},
+        paper="image",
+    ),
+):
     register(_task)
 
 
@@ -177,6 +232,9 @@ def job_environment(modules: Iterable[str], root: str) -> dict[str, str]:
     return {MODULES_ENV: ",".join(modules), ROOT_ENV: root}
 
 
-load_modules(
-    (m.strip() for m in os.environ.get(MODULES_ENV, "").split(",") if m.strip()), os.environ.get(ROOT_ENV)
-)
+def load_environment(environ: Mapping[str, str] = os.environ) -> None:
+    """Register the tasks of the modules `environ` names (MODULES_ENV, found in ROOT_ENV): what a command
+    calls as it starts, so that a job of the workflow (or a command run by hand with the variable set) knows a
+    config's own tasks. ValueError names a module that does not import."""
+    modules = [m.strip() for m in environ.get(MODULES_ENV, "").split(",") if m.strip()]
+    load_modules(modules, environ.get(ROOT_ENV))

@@ -9,7 +9,6 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from pdelra.planning import experiment
-from pdelra.cta_official import grid as cta_grid
 from pdelra import runs as run_layout, tasks
 from pdelra.planning import job_path, priorities, slurm_site
 from pdelra.results.build import AGGREGATE_TABLES
@@ -278,9 +277,9 @@ def manifest(task):
 
 wildcard_constraints:
     task="|".join(config["tasks"]),
-    variant=r"[a-z_]+",
+    variant=r"[a-z][a-z0-9_]*",  # the schema's variant names: digits allowed, as in task names
     scale=r"h1|h2|h4|multi",
     setting="|".join(map(re.escape, SETTINGS)),
     seed=r"\d+",
     part=r"\d+",
-    source=r"lra_release|imdb|cifar10",
+    source="|".join(map(re.escape, TASKS_OF_SOURCE)),  # the task registry's archives (pdelra.tasks)

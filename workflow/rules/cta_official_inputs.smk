@@ -1,6 +1,9 @@
 """The input functions of Continuous-Time Attention's own experiments (cta_official.smk, which holds the
 section's globals: CTA, CTA_RESULTS, …; they are read when the functions are called)."""
 
+from pdelra.cta_official import grid as cta_grid  # its system's own grid: here, not in common.smk
+
+
 def cta_lm_tokenizer():
     """The tokenizer.json the LM is tokenised with: TinyLlama's download, or the generated folder."""
     if config["data"]["source"] == "real":

@@ -11,6 +11,7 @@ for _part in GENERIC_PARTS:
             name: _rule.name
             input:
                 *SMOKE_GATE,  # cluster.smoke: the smoke test passed first
+                part_data(_rule.name),  # the processed data of the LRA task it names, if any
             output:
                 f"{RESULTS}/{_rule.runs_dir}/{{part_run}}/{_part.run_file}",
             params:

@@ -5,7 +5,7 @@ generic rules that run a part without a .smk file of its own (parts.smk)."""
 # Every part, in the registry's order (config_problems has imported the config's own already).
 PARTS = registry.registered(config)
 PART = {part.name: part for part in PARTS}
-PART_OPTIONS = registry.options(config)  # `--part SPEC ...`: a config's own parts, for aggregate and report
+PART_OPTIONS = registry.options(config)  # `--part MODULE ...`: a config's own parts, for aggregate and report
 
 
 def aggregate_part_tables(name):
@@ -22,7 +22,7 @@ def aggregate_extra_args(inputs):
     parts' tables (every part's tables are inputs of the aggregate rule, so the claims and summaries rerun
     when they change) those `pdelra aggregate` reads, as the partial report passes them too; a config's own
     parts by their record (aggregate reads their tables from its --out folder, where they are)."""
-    tables = [path for part in registry.BUILTIN for path in getattr(inputs, part.name)]
+    tables = [path for part in registry.builtin() for path in getattr(inputs, part.name)]
     read = registry.aggregate_inputs(tables)
     options = [f"{registry.option(name)} {path}" for name, path in read.items()]
     return " ".join([*options, PART_OPTIONS]).strip()
@@ -51,6 +51,13 @@ PART_RUN = r"[^/]+/[^/]+/[^/]+/[^/]+/seed\d+"  # a run folder (pdelra.runs.RUN_P
 def part_job(rule_name):
     """The TrainingJob of a generic training rule's job, from its wildcard `part_run`."""
     return lambda wildcards: PART_JOBS[(rule_name, wildcards.part_run)]
+
+
+def part_data(rule_name):
+    """Input function: the processed manifest of the LRA task the job names, if it names one of the config's
+    `tasks` (pdelra.planning.experiment.part_processed_tasks): its data is prepared before it runs."""
+    job = part_job(rule_name)
+    return lambda wildcards: [manifest(task) for task in [job(wildcards).task] if task in config["tasks"]]
 
 
 def part_run_config(rule_name):

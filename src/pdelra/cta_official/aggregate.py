@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pdelra import paper
 from pdelra.atomic import write_csv_atomic
 from pdelra.cta_official.grid import LM_PDE, LM_TASK, OFFICIAL_LM_STEPS, steps_setting
-from pdelra.results.inputs import CTA_OFFICIAL_TABLES
+from pdelra.cta_official.grid import TABLES as CTA_OFFICIAL_TABLES
 from pdelra.runs import BASELINE, COMPLETED, RUN_KEYS
 from pdelra.steps.aggregate import RUN_COLUMNS, MetricsError, read_run
 

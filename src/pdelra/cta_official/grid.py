@@ -36,6 +36,8 @@ from pdelra.runs import BASE_SETTING, BASELINE, MAIN_SCALE
 Run = tuple[str, str, str, str, int]  # (task, variant, scale, setting, seed): pdelra.runs.RUN_KEYS
 
 RUNS_DIR = "cta_official/runs"  # under results/{experiment}
+# What `pdelra cta-official aggregate` writes into results/{experiment}/tables (NAME.csv): its part's tables.
+TABLES = ("cta_official_runs", "cta_official_summary", "cta_official_lm")
 PROCESSED_DIR = "cta_official"  # under data.processed_dir: one folder per task
 # The classification tasks of `pdelra preprocess-cta` (pdelra.data.cta.TASKS without the LM's wikitext103).
 TASKS = ("imdb", "agnews", "sst2", "imdb_char")

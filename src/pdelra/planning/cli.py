@@ -33,10 +33,12 @@ schema cannot see: grids named in run_grids exist and their tasks are configured
 thing, every selected run's model (and the LM's) can be built as configured, n_heads divides d_model,
 generation settings can be met, and real data has its downloads. A variant of your own has each operator run
 as training will, on CPU, in seconds: forward and backward at each task's real max_length on a padded batch,
-refusing NaN or Inf in its output or gradients, a wrong shape or dtype, an exception, and outputs at valid
-positions that depend on the padding (pdelra.nn.operator_check). What this command adds is the line of a YAML
-syntax error in a `--configfile`: Snakemake reads that file before the workflow starts and says only
-"Config file is not valid JSON or YAML". Exit 1 if any FILE has a problem.
+refusing NaN or Inf in its output or gradients, a wrong shape or dtype, an exception, outputs at valid
+positions that depend on the padding, and more memory at the job's batch than the job may use (its
+resources.mem_mb, or on a GPU the card's) (pdelra.nn.operator_check); each probe is kept by the digest of the
+operator's code ($XDG_CACHE_HOME/pdelra), so a repeated check does not run it again. What this command
+adds is the line of a YAML syntax error in a `--configfile`: Snakemake reads that file before the workflow
+starts and says only "Config file is not valid JSON or YAML". Exit 1 if any FILE has a problem.
 """
 
 PLAN_DESCRIPTION = """\
@@ -61,7 +63,9 @@ Where the numbers come from (each is labelled in the output):
 - a job's time, best first: its own finished runs' `wall_time_s` (`finished`; a pack's runs side by side:
   the longest); the finished runs of its grid cell (rule folder, task, variant, scale, setting) under
   `results/{experiment}` (`runs`: their median `median_step_time_s` × the planned steps, or their median
-  wall time where the steps are unknown, as for the LM and Continuous-Time Attention's own runs); a
+  wall time where the steps are unknown, as for the LM's, Continuous-Time Attention's and every part's
+  own runs: a part's jobs are timed only by runs of their own, never by the LRA model's, even on an LRA
+  task, and otherwise count at their runtime, the output saying "not estimated" and why); a
   calibration on this device (`calibrated`, LRA tasks only): the median of a few timed forward + backward +
   clipping + AdamW steps (at least {min_timed} of them), after a warm-up, of the task's baseline model on
   random tokens, with the torch threads its jobs use (train.num_threads, else $SLURM_CPUS_PER_TASK, else the

@@ -9,8 +9,10 @@ and what the command adds (the line of a YAML syntax error), is the command's de
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
+import os
 import re
 from collections.abc import Mapping
 from itertools import product
@@ -19,10 +21,12 @@ from typing import Any
 
 from pdelra import parts
 from pdelra import runs as run_layout
+from pdelra.atomic import write_json_atomic
 from pdelra.data.generate import resolve_params
 from pdelra.errors import UserError
 from pdelra.model_layers import heads_problem, layered
-from pdelra.planning import estimate
+from pdelra.operator_code import operator_code
+from pdelra.planning import estimate, flops
 from pdelra.planning.experiment import part_data_tasks
 from pdelra.planning.slurm_site import runtime_warnings
 from pdelra.tasks import TASKS, load_modules, tasks_of_source
@@ -86,6 +90,10 @@ _WORD = "letters, digits, _, . or -, starting with a letter or digit (no spaces:
 _NOT_SEED = "not starting with 'seed' (run folders are seed{n})"
 PATTERN_RULES = {
     "^[a-z][a-z_]*$": _LETTERS,
+    "^[a-z][a-z0-9_]*$": "lower-case letters, digits and _ only, starting with a letter (no capitals, - or "
+    "spaces)",
+    "^[A-Za-z_][A-Za-z0-9_]*(\\.[A-Za-z_][A-Za-z0-9_]*)*$": "a module's name (a dotted path, no colon: the "
+    "module is the part)",
     "^[A-Za-z][A-Za-z0-9_-]*$": "letters, digits, _ or -, starting with a letter",
     "^[A-Za-z0-9][A-Za-z0-9_.-]*$": _WORD,
     "^(?!seed)[A-Za-z0-9][A-Za-z0-9_.-]*$": f"{_WORD}, and {_NOT_SEED}",
@@ -140,6 +148,11 @@ def _explain(error: Any, unknown_beside: dict[str, list[str]]) -> str:
         message = f"{where!r} is {error.instance!r}; allowed values: {', '.join(map(str, schema['enum']))}"
         if re.fullmatch(r"grids\.[^.]+\.variants\[\d+\]", where):  # a variant of one's own is declared first
             message += " (or declare your own under `variants`)"
+        if re.fullmatch(r"tasks|grids\.[^.]+\.tasks\[\d+\]", where):  # one's own task: registered first
+            message += (
+                " (a task of your own: name the module that registers it in `task_modules`, "
+                "docs/add-a-task.md)"
+            )
         return message
     if error.validator == "type":
         message = f"{where!r} must be of type {error.validator_value}, got {error.instance!r}"
@@ -232,7 +245,7 @@ def part_problems(config: Mapping[str, Any], registered: tuple[parts.Part, ...])
         problem
         for part in registered
         if part.check and part.runs_in(config)
-        for problem in parts.call(part.check, f"part {part.name}'s check")(config)
+        for problem in part.check(config)
     ]
 
 
@@ -324,13 +337,15 @@ def grid_problems(config: Mapping[str, Any]) -> list[str]:
 def model_problems(config: Mapping[str, Any]) -> list[str]:
     """One line per distinct problem of a selected run's model, as ModelConfig (its own checks) refuses it,
     and of each own variant's operators as they run at each task's real max_length (check_operators: forward
-    and backward on a padded batch; once per grid, d_model and max_length, naming the tasks)."""
+    and backward on a padded batch, once per grid, d_model and max_length, naming the tasks; then whether its
+    memory at each task's batch fits that task's job, `job_memory`). Probes of an operator's own code are
+    kept in the probe cache (`PROBE_CACHE`) by its code's digest: a repeated check does not run them again."""
     from pdelra.nn.model import ModelConfig  # torch (load_schema says why it waits)
     from pdelra.nn.operator_check import PROBE_SHORT_LENGTH, check_operators
 
     declared = config.get("variants") or {}
     problems: dict[str, None] = {}
-    probes: dict[tuple[str, str, int, int], tuple[Any, list[str]]] = {}
+    probes: dict[tuple[str, str, int, int], tuple[Any, list[tuple[str, int, int | None]]]] = {}
     for name in config["run_grids"]:
         grid = config["grids"][name]
         settings = run_layout.grid_settings(grid, f"grids.{name}")
@@ -359,16 +374,28 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
                 continue
             if operators is not None:  # the user's operators: run at this task's length (below)
                 key = (variant, name, cfg.d_model, max_length)
-                tasks = probes.setdefault(key, (cfg, []))[1]
-                if task not in tasks:
-                    tasks.append(task)
-    for (variant, name, d_model, max_length), (cfg, tasks) in probes.items():
+                jobs = probes.setdefault(key, (cfg, []))[1]
+                batch = {**config["defaults"].get("train", {}), **config["tasks"][task].get("train", {}),
+                         **settings[setting]["train"]}.get("batch_size")  # fmt: skip
+                job = (task, batch, job_memory(config, task))
+                if job not in jobs:
+                    jobs.append(job)
+    cache = read_probe_cache()
+    before = dict(cache)
+    for (variant, name, d_model, max_length), (cfg, jobs) in probes.items():
+        tasks = list(dict.fromkeys(task for task, _, _ in jobs))
+        where = f"grids.{name}, task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}"
         try:
-            check_operators(cfg)
+            code = _code_digest(cfg.operators)
+            check_operators(cfg, cache=cache, code=code)
+            for task, batch, memory in jobs:  # the probe once, its memory at each task's batch
+                where = f"grids.{name}, task {task}, batch {batch}"
+                check_operators(cfg, batch_size=batch, memory_bytes=memory, cache=cache, code=code)
         except ValueError as err:
-            where = f"grids.{name}, task{'s' if len(tasks) > 1 else ''} {', '.join(tasks)}"
             where += f", d_model {d_model}, max_length {max_length}"
             problems[f"variants.{variant} ({where}): {err}"] = None
+    if cache != before:
+        write_probe_cache(cache)
     used = {variant for name in config["run_grids"] for variant in config["grids"][name]["variants"]}
     for variant in sorted(set(declared) - used):  # declared, in no selected grid: checked at defaults.model
         try:
@@ -380,6 +407,55 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
         except (TypeError, ValueError) as err:
             problems[f"variants.{variant} (defaults.model): {err}"] = None
     return list(problems)
+
+
+def _code_digest(operators: Mapping[str, Any] | None) -> str | None:
+    """The digest of a variant's own operator code, the key of its cached probe; None (probed, not cached)
+    when its module is not found: the probe then says why in the check's own words."""
+    try:
+        return operator_code(operators)
+    except ValueError:
+        return None
+
+
+def job_memory(config: Mapping[str, Any], task: str) -> int | None:
+    """Bytes a training job of `task` may use for its model's tensors: on a GPU, the card's memory
+    (`cluster.gpu_model`, pdelra.planning.flops.GPU_MEMORY_GB; None when the model is not named or not
+    known), else its host-memory request (`resources.mem_mb`)."""
+    resources = {**config["defaults"].get("resources", {}), **config["tasks"][task].get("resources", {})}
+    if resources.get("gpu"):
+        model = (config.get("cluster") or {}).get("gpu_model")
+        try:
+            return int(flops.GPU_MEMORY_GB[flops.gpu_model(model)] * 1e9) if model else None
+        except flops.GPUError:
+            return None
+    mem = resources.get("mem_mb")
+    return None if mem is None else int(mem) * 1_000_000
+
+
+# The probes of users' operators, kept by their code's digest across `pdelra config check` and every parse
+# of the workflow (common.smk runs the same check): a probe at an LRA length takes seconds to a minute.
+PROBE_CACHE = "operator-probes.json"
+
+
+def probe_cache_file() -> Path:
+    """The probe cache: $XDG_CACHE_HOME/pdelra (default ~/.cache/pdelra). Keyed by the operator's code, its
+    row, d_model, the length and torch's version, so one cache serves every project and config."""
+    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(root) / "pdelra" / PROBE_CACHE
+
+
+def read_probe_cache() -> dict[str, dict[str, Any]]:
+    try:
+        found = json.loads(probe_cache_file().read_text())
+    except (OSError, ValueError):
+        return {}  # none yet, or unreadable: probe afresh
+    return found if isinstance(found, dict) else {}
+
+
+def write_probe_cache(cache: Mapping[str, Any]) -> None:
+    with contextlib.suppress(OSError):  # a read-only home: the check stands, only the next one probes again
+        write_json_atomic(probe_cache_file(), dict(cache), sort_keys=True)
 
 
 def data_problems(config: Mapping[str, Any]) -> list[str]:

@@ -250,11 +250,11 @@ def pack_training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
 LRA_RULES = ("train", "train_pack")
 # Every training rule, the LRA's and the built-in parts': its jobs and where its runs are (as its .smk has
 # them). A job's data is the folder {processed_dir}/{task} (for the LM, task = lm_{corpus}). A config's own
-# part's finished runs are not read by the plan: its jobs count at their requested runtime.
+# part's finished runs are read by the plan from the timing `pdelra part run` records (pdelra.parts).
 TRAINING_RULES: dict[str, TrainingRule] = {
-    "train": TrainingRule("train", "pdelra.planning.experiment:lra_training_jobs", "runs"),
-    "train_pack": TrainingRule("train_pack", "pdelra.planning.experiment:pack_training_jobs", "runs"),
-    **parts.BUILTIN_RULES,
+    "train": TrainingRule("train", "runs"),  # lra_training_jobs
+    "train_pack": TrainingRule("train_pack", "runs"),  # pack_training_jobs
+    **parts.builtin_rules(),
 }
 
 
@@ -270,8 +270,27 @@ def training_jobs(config: Mapping[str, Any]) -> list[TrainingJob]:
 
 def data_tasks(config: Mapping[str, Any]) -> set[str]:
     """Tasks whose raw data the DAG needs: the LRA runs' tasks and those each part reads (the LM's corpus,
-    the IMDb raw folder of the official CTA grid)."""
-    return {task for task, *_ in lra_runs(config)} | part_data_tasks(config)
+    the IMDb raw folder of the official CTA grid, the LRA tasks a generic part's jobs name)."""
+    return processed_tasks(config) | part_data_tasks(config)
+
+
+def processed_tasks(config: Mapping[str, Any]) -> set[str]:
+    """The LRA tasks whose processed data (`preprocess`) the DAG reads: the LRA runs' and those a generic
+    part's jobs name."""
+    return {task for task, *_ in lra_runs(config)} | part_processed_tasks(config)
+
+
+def part_processed_tasks(config: Mapping[str, Any]) -> set[str]:
+    """The tasks of the config's `tasks` that a generic part's jobs name (pdelra.parts.GENERIC): each such job
+    waits for that task's processed manifest (workflow/rules/parts.smk), so a fresh data folder is prepared
+    before the part's jobs read it."""
+    return {
+        job.task
+        for part in parts.registered(config)
+        if part.workflow == parts.GENERIC
+        for job in part.jobs(config)
+        if job.task in config["tasks"]
+    }
 
 
 def part_data_tasks(config: Mapping[str, Any]) -> set[str]:
@@ -290,7 +309,7 @@ def other_jobs(config: Mapping[str, Any]) -> dict[str, int]:
         sources = [source for source, tasks in tasks_of_source().items() if raw & set(tasks)]
         jobs["fetch"] = len(sources)
         jobs.update({f"extract_{source}": 1 for source in sources})
-    jobs["preprocess"] = len({task for task, *_ in runs})
+    jobs["preprocess"] = len(processed_tasks(config))
     jobs["packed_run"] = sum(len(seeds) for *_, seeds in run_packs(config))  # a packed run's files, copied
     for part in parts.registered(config):
         jobs.update(part.other_job_counts(config))

@@ -43,6 +43,19 @@ GPU_PEAK_TFLOPS = {
     "L40S": 362.0,  # NVIDIA L40S datasheet: BF16 362.05 TFLOPS dense (733 with sparsity)
     "V100": 125.0,  # NVIDIA V100 SXM2 datasheet: FP16 tensor 125 TFLOPS (no bf16)
 }
+# Memory of each card (GB, the datasheets' largest variant: A100 80 GB, not 40): what `pdelra config check`
+# lets one GPU job's operator use (pdelra.planning.config_check.job_memory), an upper bound.
+GPU_MEMORY_GB = {
+    "A100": 80.0,
+    "A40": 48.0,
+    "A6000": 48.0,
+    "B200": 180.0,
+    "H100": 80.0,
+    "H200": 141.0,
+    "L4": 24.0,
+    "L40S": 48.0,
+    "V100": 32.0,
+}
 DEFAULT_MARGIN = 2.0  # cluster.runtime_margin: a runtime derived from the estimate asks for this × it
 
 

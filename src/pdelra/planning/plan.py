@@ -15,7 +15,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -24,7 +24,7 @@ from pdelra import tasks
 from pdelra.atomic import write_json_atomic
 from pdelra.data.store import load_split
 from pdelra.errors import UserError
-from pdelra.parts import TrainingJob
+from pdelra.parts import TIMING_FILE, TrainingJob
 from pdelra.planning import experiment, flops, priorities
 from pdelra.planning.calibration import (
     calibrate,
@@ -81,12 +81,28 @@ CellKey = tuple[str, str, str, str, str]  # (runs folder, task, variant, scale, 
 RunFile = tuple[str, str, str, str, str, int]  # (runs folder, task, variant, scale, setting, seed)
 
 
-def finished_runs(results: Path) -> dict[RunFile, dict[str, Any]]:
+def finished_runs(results: Path, runs_dirs: Iterable[str] = ()) -> dict[RunFile, dict[str, Any]]:
     """Every finished run of every training rule under `results` (results/{experiment}): its median step time,
     wall time and device from its metrics.json (written when the run ends, so the workflow will not train it
-    again), keyed by (runs folder, task, variant, scale, setting, seed)."""
+    again), keyed by (runs folder, task, variant, scale, setting, seed). `runs_dirs` adds the folders of a
+    config's own parts, whose run file may be anything: there the run's time is what `pdelra part run`
+    measured (pdelra.parts.TIMING_FILE, written once the run file is)."""
     out: dict[RunFile, dict[str, Any]] = {}
-    for runs_dir in sorted({spec.runs_dir for spec in experiment.TRAINING_RULES.values()}):
+    builtin = {spec.runs_dir for spec in experiment.TRAINING_RULES.values()}
+    for runs_dir in sorted(set(runs_dirs) - builtin):  # a part's: its run file is its own, the timing ours
+        root = results / runs_dir
+        for path in run_layout.find_run_files(root, TIMING_FILE) if root.is_dir() else []:
+            try:
+                timing = json.loads(path.read_text())
+                key = (runs_dir, *run_layout.parse_run_dir(path).values())
+            except (OSError, ValueError):
+                continue
+            out[key] = {  # type: ignore[index]
+                "step_s": None,
+                "wall_s": _positive(timing.get("wall_time_s")),
+                "device": timing.get("device") if isinstance(timing.get("device"), str) else None,
+            }
+    for runs_dir in sorted(builtin):
         root = results / runs_dir
         for path in run_layout.find_run_files(root) if root.is_dir() else []:
             try:
@@ -231,7 +247,8 @@ def make_plan(
         other = experiment.other_jobs(config)
     except ValueError as err:
         raise PlanError(str(err)) from err
-    finished = finished_runs(results or Path("results") / config["experiment"])
+    part_dirs = {job.runs_dir for job in jobs if job.rule not in LRA_RULES}
+    finished = finished_runs(results or Path("results") / config["experiment"], part_dirs)
     cells = cell_medians(finished)
     members = _pack_members(config)
     groups: dict[tuple[str, str], list[TrainingJob]] = defaultdict(list)
@@ -250,10 +267,14 @@ def make_plan(
     estimate = _flops_estimate(config, jobs, gpu, finished, calibrations, device) if gpu else None
     rows, schedule, failing = [], [], []
     for (rule, task), group in groups.items():
-        data = task_data(config, task)
+        # A part's jobs run a model of their own: neither the LRA task's counts (its steps) nor the LRA
+        # model's calibration times them, even when they name an LRA task; only their own runs do.
+        lra = rule in LRA_RULES
+        data = task_data(config, task) if lra else {"counts": None, "source": "-"}
+        calibration = calibrations.get(task) if lra else None
         estimates = [
             _job_estimate(job, data, _own_runs(job, members, finished), cells.get(_cell(job)),
-                          calibrations.get(task), retries,
+                          calibration, retries,
                           None if estimate is None else estimate["step_s"].get((job.rule, job.run)))
             for job in group
         ]  # fmt: skip
@@ -261,7 +282,7 @@ def make_plan(
             (e["seconds"], job.gpus) for e, job in zip(estimates, group, strict=True) if not e["done"]
         ]
         failing += [job for e, job in zip(estimates, group, strict=True) if e["attempts"] is None]
-        rows.append(_row(config, rule, task, group, data, estimates, calibrations.get(task)))
+        rows.append(_row(config, rule, task, group, data, estimates, calibration))
         if estimate is not None:
             margin = estimate["margin"]
             rows[-1]["requested_hours_from_estimate"] = (
@@ -452,7 +473,7 @@ def _job_estimate(
     pack); the finished runs of its grid cell (`runs`: their median step time x the planned steps, or their
     median wall time where the steps are unknown); the calibration (`calibrated`); the FLOPs estimate on
     `--gpu` (`flops`: `flops_step` s/step); its runtime (`requested`, a bound)."""
-    train, counts = job.config["train"], data["counts"]
+    train, counts = job.config.get("train") or {}, data["counts"]
     steps = None if counts is None else planned_job_steps(counts["train"], train)
     if own is not None and all(times["wall_s"] is not None for times in own):
         seconds = max(times["wall_s"] for times in own)  # type: ignore[type-var]
@@ -500,13 +521,13 @@ def _row(
     estimates: list[dict[str, Any]],
     calibration: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
-    train = group[0].config["train"]
+    train = group[0].config.get("train") or {}  # a part's run config may carry none
     step_times = [e["step_s"] for e in estimates if e["step_s"] is not None]
     # Attempts of the estimated jobs only: a job counted at its requested runtime fits one by definition.
     attempts = [e["attempts"] for e in estimates if e["source"] != "requested"]
     params = calibration["parameters"] if calibration else None
     peak = calibration["peak_memory_bytes"] if calibration else None
-    micro = _micro_batch(calibration, train["batch_size"])
+    micro = _micro_batch(calibration, train.get("batch_size"))
     padding = (
         padding_ratios(config, task, train) if rule == "train" and data["source"] == "manifest" else None
     )
@@ -517,7 +538,8 @@ def _row(
         "done": sum(e["done"] for e in estimates),  # finished: the workflow will not run them again
         "n_train": None if data["counts"] is None else data["counts"]["train"],
         "counts_source": data["source"],
-        "batch_size": train["batch_size"],
+        "batch_size": train.get("batch_size"),
+        "not_estimated": None if rule in LRA_RULES else _not_estimated(rule, estimates),
         "steps_per_job": max((e["steps"] for e in estimates if e["steps"] is not None), default=None),
         "steps": _sum_or_none(e["steps"] for e in estimates),
         "step_time_s": statistics.median(step_times) if step_times else None,
@@ -549,10 +571,24 @@ def _row(
     }
 
 
-def _micro_batch(calibration: Mapping[str, Any] | None, batch_size: int) -> int | None:
+def _not_estimated(rule: str, estimates: list[dict[str, Any]]) -> str | None:
+    """Why a part's jobs count at their requested runtime (None when each is timed by runs of its own): the
+    plan times another model only by its own runs, and borrows no other model's step time."""
+    untimed = sum(e["source"] == "requested" for e in estimates)
+    if not untimed:
+        return None
+    return (
+        f"{untimed} of {len(estimates)} {rule} job(s) have no finished run of their own or of their grid "
+        "cell to time them, and the plan does not calibrate a part's model: counted at their requested "
+        "runtime (a bound, not an estimate)"
+    )
+
+
+def _micro_batch(calibration: Mapping[str, Any] | None, batch_size: int | None) -> int | None:
     """The micro-batch that fits in 90 % of the device's memory, when the whole batch does not."""
     if (
         calibration is None
+        or batch_size is None
         or calibration["peak_memory_bytes"] is None
         or calibration["_device_memory"] is None
     ):
@@ -569,7 +605,8 @@ def _micro_batch(calibration: Mapping[str, Any] | None, batch_size: int) -> int 
 
 def _deviations(jobs: list[TrainingJob]) -> list[str]:
     """Choices in this config that depart from the paper's recipe and that the plan can see."""
-    bucketed = sorted({job.task for job in jobs if job.config["train"].get("length_buckets")})
+    lra = [job for job in jobs if job.rule in LRA_RULES]
+    bucketed = sorted({job.task for job in lra if job.config["train"].get("length_buckets")})
     if not bucketed:
         return []
     return [

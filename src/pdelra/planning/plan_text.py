@@ -36,8 +36,9 @@ SOURCES = (
     "from: manifest = the processed data's counts; config = data.generate sizes; published = the LRA's "
     "split sizes.\ntime from: finished = the job's own finished runs (their wall time; not run again); "
     "runs = the finished runs of the job's grid cell (median step time x planned steps, or median wall "
-    "time); calibrated = timed here on {device} (baseline model, every sequence at max_length: an upper "
-    "bound); flops = estimated from the model's FLOPs on --gpu (pdelra.planning.flops); requested = the "
+    "time; a part's jobs: only runs of its own, never another model's time); calibrated = timed here on "
+    "{device} (LRA jobs only; baseline model, every sequence at max_length: an upper bound); flops = "
+    "estimated from the model's FLOPs on --gpu (pdelra.planning.flops); requested = the "
     "job's runtime (a bound, not an estimate).\nasks mem, cpus: each job's "
     "request (resources mem_mb, cpus_per_task; a pack K x one run's), set from measured peak host memory "
     "(runs.csv peak_host_memory_mb; config/README.md) with a margin; peak mem: the calibrated device memory."
@@ -137,6 +138,9 @@ def print_plan(plan: Mapping[str, Any], title: str = "plan") -> None:
             f"warning: {len(plan['failing_jobs'])} job(s) need more than {plan['retries'] + 1} attempts of "
             "their runtime and would fail: raise tasks.TASK.resources.runtime (minutes)"
         )
+    for t in plan["tasks"]:
+        if t.get("not_estimated"):
+            print(f"not estimated: {t['rule']} {t['task']}: {t['not_estimated']}")
     for deviation in plan["deviations"]:
         print(f"deviation: {deviation}")
     if plan.get("flops"):

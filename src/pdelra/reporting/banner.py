@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import html
 import json
+import math
 import re
 from typing import TYPE_CHECKING, Any
 
 from pdelra import paper
 from pdelra.data.preprocess import CIFAR_TRAIN_FRACTION, PATHFINDER_FRACTIONS, TEXT_VAL_FRACTION
+from pdelra.reporting.io import MISSING
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -120,6 +122,14 @@ def _ordered(data: pd.DataFrame) -> pd.DataFrame:
     return data.assign(_o=data["task"].map(order).fillna(len(order))).sort_values("_o").drop(columns="_o")
 
 
+def _paper(value: Any) -> str:
+    """A paper value as the banner prints it: a whole number, or MISSING where the paper has none (a task of
+    your own: its cell is empty in data.csv, which pandas reads as NaN, printed "nan" before)."""
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return MISSING
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
 def rows(data: pd.DataFrame) -> list[dict[str, str]]:
     """One display row per task, in the paper's task order."""
     out = []
@@ -130,11 +140,13 @@ def rows(data: pd.DataFrame) -> list[dict[str, str]]:
                 "Data": str(r["data"]),
                 "Origin": origin_text(r["origin"]),
                 "Train / val / test": f"{r['n_train']:,} / {r['n_val']:,} / {r['n_test']:,}",
-                "Length (paper)": f"{r['max_length']} ({r['paper_max_length']})",
+                "Length (paper)": f"{r['max_length']} ({_paper(r['paper_max_length'])})",
                 "d_model, layers, heads, batch (paper's Table 8)": (
-                    f"{r['d_model']}, {r['n_layers']}, {r['n_heads']}, {r['batch_size']} "
-                    f"({r['paper_d_model']}, {r['paper_n_layers']}, {r['paper_n_heads']}, "
-                    f"{r['paper_batch_size']})"
+                    f"{r['d_model']}, {r['n_layers']}, {r['n_heads']}, {r['batch_size']} ("
+                    + ", ".join(
+                        _paper(r[f"paper_{k}"]) for k in ("d_model", "n_layers", "n_heads", "batch_size")
+                    )
+                    + ")"
                 ),
                 "Differs from the paper": str(r["differences"]) if isinstance(r["differences"], str) else "",
             }

@@ -5,12 +5,13 @@ Light to import (no pandas at import): the landing page is written without the n
 from __future__ import annotations
 
 import html
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from pdelra.reporting import style
 from pdelra.results.catalogue.new_tasks import FAMILY as NEW_TASKS_FAMILY
 from pdelra.results.catalogue.own import FAMILY as OWN_FAMILY
-from pdelra.results.claims import what_would_decide
+from pdelra.results.claims import FAMILIES, what_would_decide
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -138,3 +139,23 @@ def effect_ci(claim: pd.Series) -> str:
     return (
         f"{style.effect(claim['effect'])} [{style.effect(claim['ci_low'])}, {style.effect(claim['ci_high'])}]"
     )
+
+
+def family_lines(claims: pd.DataFrame, labels: Mapping[str, str] | None = None) -> list[str]:
+    """One plain-text line per family of claims shown in sum, not claim by claim (neither a headline family
+    nor a config's own variants' or tasks'): its label, its count and its verdicts, in `FAMILIES`' order,
+    then the families of the experiment's parts not listed there (a config's own part, labelled by `labels`,
+    {family: label}, else by its name) in the order their claims come: every claim of claims.csv is counted
+    under some line or table of both pages."""
+    labels = {**(labels or {}), **{name: family.label for name, family in FAMILIES.items()}}
+    shown_apart = {name for name, family in FAMILIES.items() if family.headline}
+    shown_apart |= {OWN_FAMILY, NEW_TASKS_FAMILY}
+    order = [*FAMILIES, *(f for f in dict.fromkeys(claims["family"]) if f not in FAMILIES)]
+    lines = []
+    for name in order:
+        rows = claims[claims["family"] == name]
+        if len(rows) and name not in shown_apart:
+            words = ", ".join(f"{n} {v}" for v, n in rows["verdict"].value_counts().items())
+            label = labels.get(name, f"the part {name}'s claims")
+            lines.append(f"{label} ({len(rows)} claims, Holm within the family): {words}")
+    return lines

@@ -5,7 +5,6 @@ section, in the registry's order, so a new part needs no edit of the notebook. A
 
 from __future__ import annotations
 
-from pdelra import parts as registry
 from pdelra.reporting.sections import Report
 
 
@@ -18,4 +17,4 @@ def render(report: Report) -> None:
             continue
         if part.heading:
             display(Markdown(part.heading))
-        registry.call(part.report, f"part {part.name}'s report section")(report)
+        part.report(report)

@@ -40,7 +40,10 @@ DERIVED_TABLES = (*COMPARISON_TABLES, *RELATED_TABLES, *DIAGNOSTICS_TABLES, "cla
 # (pdelra.results.tables.run_tables, and runs.csv), then what `derived_tables` derives from them (the paper
 # comparisons, the related systems', the diagnostics' summaries and the claims).
 RUN_TABLES = ("runs", "main", "multiscale", "cost", "alpha", "settings")
-AGGREGATE_TABLES = (*RUN_TABLES, *DERIVED_TABLES)
+# The experiment's parts, with how its config names its own ones (`parts_table`): what `pdelra claims
+# --tables` reads to judge the same parts' claims as the workflow did, with no `--part` given.
+PARTS_TABLE = "parts"
+AGGREGATE_TABLES = (*RUN_TABLES, PARTS_TABLE, *DERIVED_TABLES)
 
 
 def read_table(path: Path) -> pd.DataFrame:
@@ -55,21 +58,37 @@ def read_table(path: Path) -> pd.DataFrame:
         return pd.DataFrame()
 
 
-def claims_table(
-    inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] = parts_registry.BUILTIN
-) -> pd.DataFrame:
+def parts_table(parts: tuple[Part, ...]) -> pd.DataFrame:
+    """parts.csv: each of the experiment's parts (pdelra.parts), the module its config names it by ("" for a
+    built-in one) and the tables it writes."""
+    import pandas as pd
+
+    builtin = set(parts_registry.BUILTIN_MODULES)
+    rows = [
+        {"part": p.name, "spec": "" if p.module in builtin else p.module, "tables": " ".join(p.tables)}
+        for p in parts
+    ]
+    return pd.DataFrame(rows, columns=["part", "spec", "tables"])
+
+
+def own_part_specs(tables_dir: Path) -> list[str]:
+    """The module of each of a config's own parts, as `pdelra aggregate` recorded them in the tables
+    folder's parts.csv (none when it has no such file: tables written before it existed)."""
+    table = read_table(Path(tables_dir) / f"{PARTS_TABLE}.csv")
+    if table.empty:
+        return []
+    return [str(spec) for spec in table["spec"].dropna() if str(spec)]
+
+
+def claims_table(inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] | None = None) -> pd.DataFrame:
     """claims.csv: every claim of the paper and the related systems, plus each part's own claims (its
     `claims`, pdelra.parts: PhysQK-AD's LM, the diagnostics' mechanism claims, CTA's own experiments, a
     user's part), adjusted within each family (`pdelra.results.claims`)."""
     import pandas as pd
 
     runs = inputs.get("runs", pd.DataFrame())
-    extra = [
-        row
-        for part in parts
-        if part.claims
-        for row in parts_registry.call(part.claims, f"part {part.name}'s claims")(inputs)
-    ]
+    parts = parts_registry.builtin() if parts is None else parts
+    extra = [row for part in parts if part.claims for row in part.claims(inputs)]
     return claims_mod.evaluate(
         runs,
         claims=[*all_claims(), *own.own_variant_claims(runs), *new_tasks.new_task_claims(runs)],
@@ -78,7 +97,7 @@ def claims_table(
 
 
 def derived_tables(
-    inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] = parts_registry.BUILTIN
+    inputs: Mapping[str, pd.DataFrame], parts: tuple[Part, ...] | None = None
 ) -> dict[str, pd.DataFrame]:
     """Every table computed from the inputs: the paper comparisons, the related systems', the diagnostics'
     summaries, the claims (of the LRA runs and of `parts`) and the cells' failed runs, by name (each is
@@ -104,9 +123,10 @@ def read_inputs(tables_dir: Path, names: tuple[str, ...]) -> dict[str, pd.DataFr
     return {name: read_table(Path(tables_dir) / f"{name}.csv") for name in names}
 
 
-def claims_from_tables(tables_dir: Path, parts: tuple[Part, ...] = parts_registry.BUILTIN) -> pd.DataFrame:
+def claims_from_tables(tables_dir: Path, parts: tuple[Part, ...] | None = None) -> pd.DataFrame:
     """`pdelra claims`: the claims table recomputed from a tables folder's CSVs (seconds, no notebook), with
-    the claims of `parts` (the built-in ones and those `--part` names)."""
+    the claims of `parts` (the built-in ones and those `--part` names; default: the built-in ones)."""
+    parts = parts_registry.builtin() if parts is None else parts
     runs_csv = Path(tables_dir) / "runs.csv"
     if not runs_csv.is_file():
         raise FileNotFoundError(f"{runs_csv}: no runs table; run `pdelra aggregate --out {tables_dir}` first")
@@ -119,8 +139,10 @@ class ClaimsError(UserError, ValueError):
 
 def claims_command(args: argparse.Namespace) -> int:
     """`pdelra claims --tables DIR [--out FILE]` (declared in pdelra.results.cli)."""
+    # The parts the workflow judged, as its aggregate recorded them, unless the command line names them.
+    specs = args.part or own_part_specs(args.tables)
     try:
-        table = claims_from_tables(args.tables, parts_registry.registered({"parts": args.part}))
+        table = claims_from_tables(args.tables, parts_registry.registered({"parts": specs}))
     except FileNotFoundError as exc:
         raise ClaimsError(str(exc)) from exc
     counts = ", ".join(f"{n} {v}" for v, n in table["verdict"].value_counts().items())

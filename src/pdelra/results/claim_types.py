@@ -60,9 +60,7 @@ FAMILIES: dict[str, Family] = {
     "multiscale": Family("the multi-scale gains", headline=True),
     "cost": Family("the cost of each position", headline=True),
     "cta": Family("Continuous-Time Attention (our reading of its abstract)"),
-    "lm": Family("PhysQK-AD's language model"),
-    "diagnostics": Family("the mechanism diagnostics"),
-    "cta_official": Family("Continuous-Time Attention's own experiments"),
+    # Each part's claims are the family named as it, labelled by its module (pdelra.parts: FAMILY).
     "own": Family("your own variants against the baseline and the paper's diffusion"),
     "new_tasks": Family("each position's gain over the baseline on the tasks the paper does not have"),
 }

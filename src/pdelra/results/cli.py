@@ -18,7 +18,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="judge every claim from aggregated tables (claims.csv), in seconds",
         description=(
             "Recompute claims.csv from the CSV tables of `pdelra aggregate` (runs.csv, and lm_runs.csv, "
-            "lm_dynamics.csv, diagnostics.csv, cta_official_runs.csv when present) with the same function "
+            "lm_dynamics.csv, diagnostics.csv, cta_official_runs.csv and the config's own parts' tables when "
+            "present; its parts are those parts.csv records unless --part names them) with the same function "
             "the workflow uses; the result equals the workflow's claims.csv byte for byte. It is written to "
             "standard output unless --out names a file, so the workflow's versioned claims.csv is never "
             "changed unasked. " + VERDICT_RULE.replace("**", "").replace("*", "").replace("`", "")

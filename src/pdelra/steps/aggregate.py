@@ -12,6 +12,7 @@ Outputs (in `--out`), all CSV:
   `per_scale_h4`; empty for a step size the layer does not have).
 - `settings.csv`: test accuracy mean ± std per task × variant × scale × setting, every setting (grid
   ablations such as CTA's pseudo-time steps); `main.csv` and the paper comparisons use the `base` setting.
+- `parts.csv`: the experiment's parts and how its config names its own ones (`pdelra claims` reads it).
 - what `pdelra.results.build.derived_tables` computes from those: the comparisons with the paper
   (`pdelra.results.tables.COMPARISON_TABLES`), the related systems' and diagnostics' summaries, claims.csv.
 
@@ -33,8 +34,15 @@ from pdelra import paper, parts
 from pdelra.atomic import write_csv_atomic
 from pdelra.errors import UserError
 from pdelra.parts import Part
-from pdelra.results.build import AGGREGATE_TABLES, DERIVED_TABLES, derived_tables, read_inputs, read_table
-from pdelra.results.inputs import OPTIONAL_INPUTS
+from pdelra.results.build import (
+    AGGREGATE_TABLES,
+    DERIVED_TABLES,
+    PARTS_TABLE,
+    derived_tables,
+    parts_table,
+    read_inputs,
+    read_table,
+)
 from pdelra.results.spectral import SCALES
 from pdelra.results.tables import ALPHA_STEP_SIZES, run_tables
 from pdelra.runs import (
@@ -300,7 +308,11 @@ def aggregate(
     ):
         runs[column] = pd.to_numeric(runs[column], errors="coerce")
     alpha_rows = [row for _, alpha in parsed for row in alpha]
-    tables = {"runs": runs, **run_tables(runs, alpha_rows)}
+    tables = {
+        "runs": runs,
+        **run_tables(runs, alpha_rows),
+        PARTS_TABLE: parts_table((*parts.builtin(), *own_parts)),
+    }
     for name, frame in tables.items():
         write_csv_atomic(frame, Path(out) / f"{name}.csv")
     # The derived tables and the claims are computed from the run tables as written (floats at the CSV's
@@ -309,7 +321,7 @@ def aggregate(
     inputs = read_inputs(Path(out), tuple(tables))
     inputs |= {name: read_table(Path(path)) for name, path in (extra_inputs or {}).items()}
     inputs |= read_inputs(Path(out), parts.reads(own_parts))
-    derived = derived_tables(inputs, (*parts.BUILTIN, *own_parts))
+    derived = derived_tables(inputs, (*parts.builtin(), *own_parts))
     tables |= {name: derived[name] for name in DERIVED_TABLES}
     if set(tables) != set(AGGREGATE_TABLES):
         raise AssertionError(
@@ -343,6 +355,7 @@ def command(args: argparse.Namespace) -> int:
     if not files:
         log.error("give metrics.json files and/or --runs DIR")
         return 2
-    extra = {name: path for name in OPTIONAL_INPUTS if (path := getattr(args, name)) is not None}
+    read = parts.reads(parts.builtin())  # the built-in parts' tables it reads: its options (pdelra.steps.cli)
+    extra = {name: path for name in read if (path := getattr(args, name)) is not None}
     aggregate(files, args.out, extra, parts.plugins({"parts": args.part}))
     return 0

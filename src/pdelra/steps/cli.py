@@ -11,8 +11,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from pdelra import parts
 from pdelra.parts import add_part_option
-from pdelra.results.inputs import OPTIONAL_INPUTS
 
 # `pdelra diagnose run`: the first N examples for the insertion effect on the logits (see
 # pdelra.results.diagnostics.LOGIT_QUANTITIES: a backward pass per class and insertion point, per example).
@@ -153,7 +153,7 @@ def register_aggregate(subparsers: Any) -> None:
     parser.add_argument(
         "--out", type=Path, required=True, help="folder for the CSV tables (created if missing)"
     )
-    for name in OPTIONAL_INPUTS:
+    for name in parts.reads(parts.builtin()):  # the built-in parts' tables it reads, in their order
         parser.add_argument(
             f"--{name.replace('_', '-')}",
             dest=name,

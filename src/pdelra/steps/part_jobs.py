@@ -2,17 +2,20 @@
 and no subcommand of its own (pdelra.parts, `workflow = GENERIC`; workflow/rules/parts.smk runs them).
 
 `run` hands one job's run config (the TrainingJob's, as the planner counted it) to the part's `run`, which
-writes the run folder's `run_file`; `aggregate` hands the run files to its `build`, which writes its tables.
-A config's own part is named by `--part MODULE:ATTR`, as the config's `parts` list registers it."""
+writes the run folder's `run_file`, and records the job's wall time beside it (pdelra.parts.TIMING_FILE,
+what the plan prices the part from); `aggregate` hands the run files to its `build`, which writes its tables.
+A config's own part is named by `--part MODULE`, as the config's `parts` list registers it."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import logging
+import time
 from pathlib import Path
 
 from pdelra import parts
+from pdelra.atomic import write_json_atomic
 from pdelra.errors import UserError
 
 log = logging.getLogger(__name__)
@@ -40,9 +43,12 @@ def run_command(args: argparse.Namespace) -> int:
         raise PartError(f"part {part.name} has no `run` (its jobs are its own rules')")
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    parts.call(part.run, f"part {part.name}'s run")(json.loads(args.run_config), out, args.device)
+    started = time.monotonic()
+    part.run(json.loads(args.run_config), out, args.device)
     if not (out / part.run_file).is_file():
         raise PartError(f"part {part.name}'s run wrote no {out / part.run_file}")
+    timing = {"wall_time_s": time.monotonic() - started, "device": args.device}
+    write_json_atomic(out / parts.TIMING_FILE, timing)  # what `pdelra plan` prices its other jobs from
     log.info("part %s: %s", part.name, out / part.run_file)
     return 0
 
@@ -52,7 +58,7 @@ def aggregate_command(args: argparse.Namespace) -> int:
     part = part_of(args)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    parts.call(part.build, f"part {part.name}'s builder")([Path(f) for f in args.run_files], out)
+    part.build([Path(f) for f in args.run_files], out)
     missing = [name for name in part.tables if not (out / f"{name}.csv").is_file()]
     if missing:
         raise PartError(f"part {part.name}'s builder wrote no {', '.join(missing)} in {out}")

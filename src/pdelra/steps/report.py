@@ -40,6 +40,7 @@ from pdelra.reporting.claims_html import (
     OWN_INTRO,
     claims_table_html,
     failures_html,
+    family_lines,
     new_task_rows,
     not_run_line,
     own_rows,
@@ -47,10 +48,9 @@ from pdelra.reporting.claims_html import (
 from pdelra.reporting.io import read_artifacts
 from pdelra.reporting.paper_tables import LatexError, build_pdf, write_paper_tables
 from pdelra.reporting.style import VERDICT_COLOURS
+from pdelra.reporting.title import title_of
 from pdelra.results.build import AGGREGATE_TABLES, read_table
-from pdelra.results.catalogue.new_tasks import FAMILY as NEW_TASKS_FAMILY
-from pdelra.results.catalogue.own import FAMILY as OWN_FAMILY
-from pdelra.results.claims import FAMILIES, headline
+from pdelra.results.claims import headline
 from pdelra.results.verdict_rule import VERDICT_RULE
 from pdelra.runs import find_run_files
 from pdelra.steps.aggregate import aggregate
@@ -131,10 +131,11 @@ def _markdown_bold(text: str) -> str:
     return re.sub(r"`(.+?)`", r"<code>\1</code>", text)
 
 
-def _claims_html(claims_csv: Path) -> str:
+def _claims_html(claims_csv: Path, parts: tuple[str, ...] = ()) -> str:
     """The verdict counts; a config's own variants' claims first, when it has some; the paper's headline
     claims that ran with direction and size, those that did not in one line; Table 11's per-cell signs,
-    the related systems and the diagnostics summarised in one line each."""
+    the related systems, the diagnostics and each of the experiment's parts (`parts`: the config's own)
+    summarised in one line each."""
     import pandas as pd
 
     if not claims_csv.is_file():
@@ -157,12 +158,7 @@ def _claims_html(claims_csv: Path) -> str:
         yours += f"<h2>{NEW_TASKS_TITLE}</h2><p>{intro}</p>{claims_table_html(new, 'new-task-claims')}"
     head = headline(claims)
     ran = head[head["verdict"] != "not run"]
-    lines = []
-    for name, family in FAMILIES.items():
-        part = claims[claims["family"] == name]
-        if len(part) and not family.headline and name not in (OWN_FAMILY, NEW_TASKS_FAMILY):  # own tables
-            words = ", ".join(f"{n} {html.escape(v)}" for v, n in part["verdict"].value_counts().items())
-            lines.append(f"<li>{family.label} ({len(part)} claims, Holm within the family): {words}</li>")
+    lines = [f"<li>{html.escape(line)}</li>" for line in family_lines(claims, registry.family_labels(parts))]
     others = f"<ul>{''.join(lines)}</ul>" if lines else ""
     failures = read_table(claims_csv.parent / "failures.csv")
     failed = (
@@ -273,14 +269,14 @@ figure{{margin:0}} figure img{{width:100%;border:1px solid #ddd}} figcaption{{fo
 .banner table{{font-size:0.85em}} td.size{{white-space:nowrap}}
 </style></head>
 <body>
-<h1>Where to add PDE diffusion in Transformers: did it reproduce?</h1>
+<h1>{html.escape(title_of(runs, read_table(report_dir / "tables" / "claims.csv")))}</h1>
 {banner_html(read_table(tables_dir / "data.csv"))}
 <p>Experiment <code>{html.escape(experiment)}</code>: {len(runs)} runs ({status}).
 <a href="report.html"><strong>Read the full report</strong></a> (claims, the paper's tables and figures
 beside ours, provenance, deviations) · <a href="report.ipynb">executed notebook</a> · every table for a paper:
 {_paper_tables_links(report_dir)}</p>
 {note}
-{_claims_html(report_dir / "tables" / "claims.csv")}
+{_claims_html(report_dir / "tables" / "claims.csv", parts)}
 {_parts_html(tables_dir, parts)}
 {_artifacts_html(report_dir)}
 </body></html>
@@ -312,7 +308,7 @@ def build_report(
     parts: tuple[str, ...] = (),
 ) -> Path:
     """Build the whole report folder `out` from the aggregate tables; returns the path of index.html.
-    `parts`: the config's own parts ("module:attr"), whose sections it shows too."""
+    `parts`: the config's own parts (their modules), whose sections it shows too."""
     tables, out, notebook = Path(tables).resolve(), Path(out), Path(notebook).resolve()
     if not notebook.is_file():
         raise ReportError(f"report notebook {notebook} does not exist")
@@ -393,7 +389,7 @@ def write_partial_tables(runs: Path, tables: Path, parts: tuple[str, ...] = ()) 
     experiment_dir = Path(runs).parent
     extra: dict[str, Path] = {}
     own = registry.plugins({"parts": list(parts)})
-    for part in registry.BUILTIN:
+    for part in registry.builtin():
         extra |= part.build_finished(experiment_dir, tables)
     for part in own:  # aggregate reads their tables from its own folder, `tables`
         part.build_finished(experiment_dir, tables)

@@ -251,6 +251,7 @@ class _Trainer:
             if not math.isfinite(part_loss):
                 log.error("loss is %s at step %d: stopping the run as diverged", part_loss, step_number)
                 self.state.stop_reason, self.state.diverged_at_step = "diverged", step_number
+                self.state.diverged_on = "training loss"
                 self.optimizer.zero_grad(set_to_none=True)
                 return None, 0
             loss.backward()
@@ -265,6 +266,18 @@ class _Trainer:
     def _end_epoch(self, progress: Progress) -> None:
         st = self.state
         val_loss, val_accuracy = self._evaluate("val")
+        if not math.isfinite(val_loss):
+            # Not a number only with dropout off (an eval-mode path): the model's validation outputs, and so
+            # its accuracy, mean nothing. The run has diverged, and says where, rather than "completed".
+            log.error(
+                "validation loss is %s after step %d: stopping the run as diverged", val_loss, st.global_step
+            )
+            st.stop_reason, st.diverged_at_step, st.diverged_on = (
+                "diverged",
+                st.global_step,
+                "validation loss",
+            )
+            return
         lr = self.scheduler.get_last_lr()[0]
         entry = {
             "epoch": st.epoch + 1,
@@ -408,6 +421,7 @@ class _Trainer:
             "seed": cfg.seed,
             "status": DIVERGED if st.stop_reason == "diverged" else COMPLETED,
             "diverged_at_step": st.diverged_at_step,
+            "diverged_on": st.diverged_on,
             "stop_reason": st.stop_reason,
             "test_accuracy": test_accuracy,
             "test_loss": finite_or_none(test_loss),

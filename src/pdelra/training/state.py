@@ -25,6 +25,7 @@ class TrainState:
     # Why training stopped: None while it runs; "max_epochs", "max_steps", "early_stopping", "diverged".
     stop_reason: str | None = None
     diverged_at_step: int | None = None
+    diverged_on: str | None = None  # what was not finite: "training loss" or "validation loss"
     step_times: list[float] = field(default_factory=list)
     resumed_count: int = 0
     # Each stop by a signal, in order: {"signal": "SIGTERM" or "SIGUSR1", "step": global_step}. A retry

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
 DECLARED_TABLES = (
     *AGGREGATE_TABLES,
     DATA_TABLE,
-    *(t for p in registry.BUILTIN if p.report for t in p.tables),
+    *(t for p in registry.builtin() if p.report for t in p.tables),
 )
 
 
@@ -49,7 +49,7 @@ class Report:
     out_dir: Path
     experiment: str
     partial: bool = False
-    parts: tuple[str, ...] = ()  # the config's own parts ("module:attr", its `parts` list)
+    parts: tuple[str, ...] = ()  # the config's own parts (their modules: its `parts` list)
     _cache: dict[str, pd.DataFrame] = field(default_factory=dict, repr=False)
 
     @classmethod

@@ -7,6 +7,7 @@ import html
 from typing import TYPE_CHECKING
 
 from pdelra import paper
+from pdelra import parts as registry
 from pdelra.reporting import style
 from pdelra.reporting.claims_html import (
     FAILURES_INTRO,
@@ -17,6 +18,7 @@ from pdelra.reporting.claims_html import (
     claims_table_html,
     effect_ci,
     failures_html,
+    family_lines,
     new_task_rows,
     not_run_line,
     own_rows,
@@ -71,6 +73,8 @@ def render(report: Report) -> None:
         save_table(failures, report.out_dir, "failures", f"{FAILURES_TITLE}: each cell's failed runs")
         say(f"**{FAILURES_TITLE}.** {FAILURES_INTRO}")
         display(HTML(failures_html(failures)))
+    if lines := family_lines(table, registry.family_labels(report.parts)):
+        say("\n".join(f"- {line}" for line in lines))
     # The headline accuracy claims that ran; a study whose headline cannot run yet (one task) shows its
     # Table 11 signs instead. Claims that did not run have no effect to draw.
     ran = head[(head["unit"] == "accuracy") & (head["verdict"] != "not run")]
