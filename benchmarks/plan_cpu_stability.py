@@ -26,6 +26,7 @@ from typing import Any
 
 import yaml
 
+import pdelra.builtin_parts  # (declares the built-in parts, as every entry does)
 from pdelra.planning import experiment
 from pdelra.planning.plan import load_config
 

@@ -29,6 +29,8 @@ from typing import Any
 import pytest
 import yaml
 
+import pdelra.builtin_parts  # noqa: F401  (declares the built-in parts, as every entry does)
+
 REPO = Path(__file__).resolve().parents[1]
 VENV_BIN = Path(sys.executable).parent
 SNAKEMAKE = VENV_BIN / "snakemake"

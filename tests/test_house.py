@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import ast
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from conftest import REPO
@@ -72,3 +74,62 @@ def _imported(path: Path) -> set[str]:
         elif isinstance(node, ast.ImportFrom) and node.module:
             names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
     return names
+
+
+BUILTIN_PART_MODULES = ("pdelra.lm.part", "pdelra.diagnostics.part", "pdelra.cta_official.part")
+
+
+def test_the_built_in_parts_are_reached_by_plain_imports_with_no_string_look_up(monkeypatch) -> None:
+    """The built-in parts are listed once, as plain imports, in pdelra.builtin_parts (above the systems),
+    which hands them to the registry; each entry imports it, and no module below it does (imports run
+    downward). No source names a built-in part's module as a string to import, and the planner's walk from
+    `experiment.workflow_jobs` reaches lm/ and cta_official/ with every by-name import refused."""
+    import importlib
+
+    import pdelra.builtin_parts
+    import pdelra.importing
+    from pdelra import parts
+    from pdelra.planning import experiment
+    from pdelra.planning.plan import load_config
+
+    src = REPO / "src" / "pdelra"
+    assert set(BUILTIN_PART_MODULES) <= _imported(src / "builtin_parts.py")
+    assert [part.module for part in parts.builtin()] == list(BUILTIN_PART_MODULES)
+    assert [part.build for part in parts.builtin()] == [m.build for m in pdelra.builtin_parts.MODULES]
+    importers = {
+        str(path.relative_to(src)) for path in src.rglob("*.py") if "pdelra.builtin_parts" in _imported(path)
+    }
+    assert importers == {"cli.py", "forkserver.py"}, "only the entries import pdelra.builtin_parts"
+    for entry in ("workflow/rules/common.smk", "workflow/notebooks/report.ipynb"):
+        assert re.search(r"(from pdelra )?import (pdelra\.)?builtin_parts", (REPO / entry).read_text()), entry
+    strings = {
+        (str(path.relative_to(src)), node.value)
+        for path in src.rglob("*.py")
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Constant) and node.value in BUILTIN_PART_MODULES
+    }
+    assert not strings, f"a built-in part named by a string: {sorted(strings)}"
+
+    config = load_config(REPO / "config" / "config.yaml")
+
+    def refused(name: str, *args: object) -> None:
+        raise AssertionError(f"imported by name on the planner's path: {name}")
+
+    monkeypatch.setattr(importlib, "import_module", refused)
+    monkeypatch.setattr(pdelra.importing, "import_module", refused)
+    monkeypatch.setattr(parts, "import_module", refused)
+    jobs = experiment.workflow_jobs(config)
+    assert {"lm_train", "cta_official_train", "cta_lm_train"} <= set(jobs)
+
+
+def test_the_registry_alone_loads_no_built_in_part_by_name() -> None:
+    """Without pdelra.builtin_parts imported, the registry has no built-in parts to give and says so: it never
+    falls back to importing them by name."""
+    code = (
+        "import sys, pdelra.parts\n"
+        "try:\n    pdelra.parts.builtin()\nexcept RuntimeError as e:\n    print(e)\n"
+        "print(sorted(m for m in sys.modules if m.endswith('.part')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert "import pdelra.builtin_parts first" in out
+    assert out.strip().endswith("[]")

@@ -501,7 +501,8 @@ def test_a_section_can_only_read_a_declared_table(tmp_path: Path) -> None:
 def test_the_reporting_layer_imports_no_step() -> None:
     """The report reads tables; the steps that write them (pdelra.steps) stay out of its kernel."""
     code = (
-        "import importlib, pkgutil, sys, pdelra.reporting as r\n"
+        # pdelra.builtin_parts first, as the notebook imports it
+        "import importlib, pkgutil, sys, pdelra.builtin_parts, pdelra.reporting as r\n"
         "for m in pkgutil.walk_packages(r.__path__, 'pdelra.reporting.'): importlib.import_module(m.name)\n"
         "from pathlib import Path; from pdelra.reporting.sections import Report\n"
         "Report(Path('absent'), Path('absent'), 'unit').table('runs')\n"

@@ -15,7 +15,8 @@ import logging
 import sys
 from collections.abc import Callable
 
-from pdelra import __version__, forkclient, parts, tasks
+from pdelra import __version__, forkclient, tasks
+from pdelra.builtin_parts import BUILTIN  # the built-in parts, declared to the registry (pdelra.parts)
 from pdelra.errors import UserError
 from pdelra.importing import import_callable
 
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
     # Each built-in part's own (pdelra.parts, its `register`): lm prepare | train | aggregate (PhysQK-AD's LM
     # experiment), cta-official aggregate | train-lm (Continuous-Time Attention's own); a part without one
     # runs through `pdelra part run|aggregate` (pdelra.steps.cli).
-    for part in parts.builtin():
+    for part in BUILTIN:
         if part.register:
             part.register(subparsers)
     return parser
@@ -61,7 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
 def forked_commands() -> tuple[str, ...]:
     """The subcommands worth forking from the fork server (they import torch): the pipeline's own and those
     each built-in part declares (pdelra.parts: FORKED)."""
-    return (*forkclient.FORKED_COMMANDS, *(command for part in parts.builtin() for command in part.forked))
+    return (*forkclient.FORKED_COMMANDS, *(command for part in BUILTIN for command in part.forked))
 
 
 def handler_of(args: argparse.Namespace) -> Callable[[argparse.Namespace], int | None]:

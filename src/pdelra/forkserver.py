@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from pdelra import parts
+from pdelra.builtin_parts import BUILTIN
 from pdelra.cli import forked_commands, main
 from pdelra.forkclient import ENV, FORWARDED_SIGNALS
 
@@ -150,7 +150,7 @@ def serve(path: Path, ready_fd: int | None = None) -> None:
     """Import the heavy modules, then fork one child per request until SIGTERM."""
     import importlib
 
-    for name in (*PRELOAD, *(module for part in parts.builtin() for module in part.preload)):
+    for name in (*PRELOAD, *(module for part in BUILTIN for module in part.preload)):
         importlib.import_module(name)
     server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     server.bind(str(path))

@@ -9,15 +9,18 @@ builder, its claims, its report section, its `pdelra` subcommands, its config ch
 module into a `Part`; the planner (pdelra.planning), the config check, aggregate, claims, the report and the
 workflow loop over `registered(config)` and import no system by name.
 
-The built-in parts (`BUILTIN_MODULES`: pdelra.lm.part, pdelra.diagnostics.part, pdelra.cta_official.part)
-are PhysQK-AD's LM, the mechanism diagnostics and Continuous-Time Attention's own experiments; a user's part
-is registered by its module's name in the config's `parts` list (found on sys.path or in the working
-directory, pdelra.importing), and is declared the same way. A part with `WORKFLOW = GENERIC` (the default)
+The built-in parts (pdelra.lm.part, pdelra.diagnostics.part, pdelra.cta_official.part) are PhysQK-AD's LM,
+the mechanism diagnostics and Continuous-Time Attention's own experiments: pdelra.builtin_parts, above the
+systems, imports them (plain imports, their one list) and hands them to this registry (`declare_builtin`);
+each entry (the CLI, the fork server, the workflow, the report notebook) imports it first. A user's part is
+registered by its module's name in the config's `parts` list (found on sys.path or in the working directory,
+pdelra.importing), and is declared the same way. A part with `WORKFLOW = GENERIC` (the default)
 needs no .smk file of its own: workflow/rules/parts.smk runs its jobs (`pdelra part run`) and tables
 (`pdelra part aggregate`).
 
-Ground floor: imports nothing of the pipeline above pdelra.importing and pdelra.runs; its parts' modules are
-imported when first asked for (`load`), one name each, so that this module stays below the systems it lists.
+Ground floor: imports nothing of the pipeline above pdelra.importing and pdelra.runs; it receives the
+built-in parts from above (`declare_builtin`) and imports a config's own when first asked for (`load`), one
+name each, so that this module stays below the systems it lists.
 The built-in ones are cheap to import (common.smk loads them on every Snakemake call): each hook imports
 what it runs when it runs.
 """
@@ -87,8 +90,8 @@ class TrainingRule:
 
 class PartModule(Protocol):
     """A part is a module: its record's data as module constants, beside its hooks, plain functions under
-    these fixed names. `Part.of` reads it; the built-in parts' modules are `BUILTIN_MODULES`, a config's own
-    are named in its `parts` list, and both are declared the same way (docs/add-a-related-system.md).
+    these fixed names. `Part.of` reads it; the built-in parts' modules are pdelra.builtin_parts's, a config's
+    own are named in its `parts` list, and both are declared the same way (docs/add-a-related-system.md).
 
     Required: NAME, TABLES, RUNS, RUN_FILE and `build`. The other data have defaults (`Part`'s), and every
     other hook may be left out: `check(config) -> [problem]` (of its filled config section),
@@ -216,11 +219,19 @@ REQUIRED = ("NAME", "TABLES", "RUNS", "RUN_FILE", "build")  # what a part's modu
 DATA_FIELDS = ("section", "reads", "training", "heading", "family", "workflow", "forked", "preload")
 HOOKS = ("build", "check", "training_jobs", "other_jobs", "data_tasks", "claims", "report", "register", "run")
 
-# The built-in parts, in the order `pdelra aggregate`'s options are given on its command line (a different
-# order would be a changed parameter, which reruns the aggregate job of a finished experiment): PhysQK-AD's
-# LM (workflow/rules/lm.smk), the mechanism diagnostics (diagnose.smk) and Continuous-Time Attention's own
-# experiments (cta_official.smk). Each is a module in its system's own folder, loaded like a config's own.
-BUILTIN_MODULES = ("pdelra.lm.part", "pdelra.diagnostics.part", "pdelra.cta_official.part")
+# The built-in parts, as pdelra.builtin_parts declares them (None: not yet, no entry imported it).
+_builtin: tuple[Part, ...] | None = None
+
+
+def declare_builtin(*modules: ModuleType | PartModule) -> tuple[Part, ...]:
+    """Receive the built-in parts' modules (pdelra.builtin_parts, which imports them), in the order
+    `pdelra aggregate`'s options are given; ValueError when other ones were declared before."""
+    global _builtin
+    found = tuple(Part.of(module) for module in modules)
+    if _builtin is not None and _builtin != found:
+        raise ValueError(f"the built-in parts are declared already: {', '.join(p.module for p in _builtin)}")
+    _builtin = found
+    return found
 
 
 @cache
@@ -235,8 +246,13 @@ def load(module_name: str) -> Part:
 
 
 def builtin() -> tuple[Part, ...]:
-    """The built-in parts (BUILTIN_MODULES)."""
-    return tuple(load(name) for name in BUILTIN_MODULES)
+    """The built-in parts, as pdelra.builtin_parts declared them; RuntimeError when no entry imported it."""
+    if _builtin is None:
+        raise RuntimeError(
+            "the built-in parts are not declared: import pdelra.builtin_parts first "
+            "(as the CLI, the fork server, the workflow and the report notebook do)"
+        )
+    return _builtin
 
 
 def builtin_rules() -> dict[str, TrainingRule]:

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
+from pdelra import builtin_parts  # first: declares the built-in parts to the registry (pdelra.parts)
 from pdelra.planning import experiment
 from pdelra import runs as run_layout, tasks
 from pdelra.planning import job_path, priorities, slurm_site

@@ -63,7 +63,7 @@ def parts_table(parts: tuple[Part, ...]) -> pd.DataFrame:
     built-in one) and the tables it writes."""
     import pandas as pd
 
-    builtin = set(parts_registry.BUILTIN_MODULES)
+    builtin = {part.module for part in parts_registry.builtin()}
     rows = [
         {"part": p.name, "spec": "" if p.module in builtin else p.module, "tables": " ".join(p.tables)}
         for p in parts
