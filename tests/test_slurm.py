@@ -298,8 +298,8 @@ def _add_site_qos(env: dict[str, str]) -> None:
 @pytest.mark.slow
 def test_a_users_part_runs_its_jobs_through_the_slurm_profile(slurm_cluster: dict[str, str], tmp_path: Path):
     """The toy part's jobs are Slurm jobs of the generic part rule: submitted with sbatch, COMPLETED in
-    sacct, carrying the site's qos from defaults.resources and no GPU (the toy asks for none); each run file
-    was written while its job ran; its table and its judged claim come out of its tables rule and aggregate,
+    sacct, carrying the site's qos from defaults.resources and no GPU (the toy asks for none); each run was
+    recorded while its job ran; its table and its judged claim come out of its tables rule and aggregate,
     and neither it nor the LRA run trained on the submit host."""
     env = slurm_cluster
     _add_site_qos(env)
