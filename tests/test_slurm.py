@@ -19,6 +19,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 import pytest
 import yaml
 from conftest import (
@@ -263,6 +264,105 @@ def test_demo_grid_runs_through_the_slurm_profile(slurm_cluster: dict[str, str],
     assert not re.search(
         r"submitted with SLURM jobid \d+ \(log: .*?/rule_(generate|preprocess|aggregate|report)", log
     )
+
+
+# A user's part (docs/add-a-related-system.md: examples/toy_part.py copied into the project root, its config
+# section as the doc writes it) through the generic part rule (workflow/rules/parts.smk) on the real cluster.
+TOY_PART = REPO / "examples" / "toy_part.py"
+RELATED_DOC = REPO / "docs" / "add-a-related-system.md"
+SITE_QOS = "pdelra_site"  # a QOS of the test's own: the cluster's default QOS would pass unset as well
+
+
+def _part_config() -> dict:
+    """The Slurm test experiment cut to one LRA run (aggregate, and so the part's claim, waits for the
+    grid), no diagnostics, the doc's toy section with one seed (two jobs: plain and boosted), and a site
+    option set once in defaults.resources, where the generic part rule takes it from."""
+    config = slurm_config()
+    config["grids"]["main"].update(tasks=[GPU_TASK], variants=["none"])
+    config["diagnostics"] = {"enabled": False}
+    config.update(yaml.safe_load(re.findall(r"```yaml\n(.*?)```", RELATED_DOC.read_text(), re.S)[0]))
+    config["toy"]["seeds"] = [0]
+    config["defaults"]["resources"]["qos"] = SITE_QOS
+    return config
+
+
+def _add_site_qos(env: dict[str, str]) -> None:
+    """Register SITE_QOS and allow it to the test account's association (sacctmgr refuses duplicates)."""
+    if not _slurm(env, "sacctmgr", "-n", "-P", "show", "qos", SITE_QOS, "format=name"):
+        _slurm(env, "sacctmgr", "-i", "add", "qos", SITE_QOS)
+    _slurm(env, "sacctmgr", "-i", "modify", "user", "where", "name=root", f"account={ACCOUNT}",
+           "set", f"qos+={SITE_QOS}")  # fmt: skip
+
+
+@pytest.mark.slurm
+@pytest.mark.slow
+def test_a_users_part_runs_its_jobs_through_the_slurm_profile(slurm_cluster: dict[str, str], tmp_path: Path):
+    """The toy part's jobs are Slurm jobs of the generic part rule: submitted with sbatch, COMPLETED in
+    sacct, carrying the site's qos from defaults.resources and no GPU (the toy asks for none); each run was
+    recorded while its job ran; its table and its judged claim come out of its tables rule and aggregate,
+    and neither it nor the LRA run trained on the submit host."""
+    env = slurm_cluster
+    _add_site_qos(env)
+    config = _part_config()
+    ws = make_workspace(tmp_path / "ws", config)
+    shutil.copyfile(TOY_PART, ws / "toy_part.py")
+    results = ws / "results" / config["experiment"]
+    tables = f"{results.relative_to(ws)}/tables"
+    targets = (f"{tables}/toy_runs.csv", f"{tables}/claims.csv")
+    log_path = tmp_path / "snakemake.log"
+    started = time.time()
+    smk = _start_run(ws, env, log_path, 300, targets)
+    smk.wait(timeout=320)
+    wall = time.time() - started
+    log = log_path.read_text()
+    assert smk.returncode == 0, f"snakemake exited {smk.returncode}:\n{log[-6000:]}"
+
+    # Which rule each submission was: the plugin's log path names the rule and the job's wildcards.
+    submitted = re.findall(r"submitted with SLURM jobid (\d+) \(log: .*?/rule_(\w+?)/(\S+?)/\d+\.log\)", log)
+    by_rule: dict[str, list[tuple[str, str]]] = {}
+    for job_id, rule, wildcards in submitted:
+        by_rule.setdefault(rule, []).append((job_id, wildcards))
+    assert sorted(by_rule) == ["toy_train", "train"] and len(by_rule["train"]) == 1, submitted
+    toy_jobs = dict(by_rule["toy_train"])
+    assert len(toy_jobs) == 2, submitted  # plain and boosted at seed 0, one attempt each
+    # Nothing trained on the submit host: the local jobs are the data, tables and aggregate rules only
+    # (diagnostics_table writes its empty table with the diagnostics off).
+    local = set(re.findall(r"^localrule (\w+):", log, flags=re.M))
+    assert local == {"generate", "preprocess", "toy_aggregate", "diagnostics_table", "aggregate"}, local
+
+    # Slurm's record of every job of the run (in epoch seconds, to set the run files' times against).
+    fields = "JobID,JobName,State,Submit,Start,End,QOS,AllocTRES"
+    ids = [job_id for job_id, _, _ in submitted]
+    epoch = {**env, "SLURM_TIME_FORMAT": "%s"}
+    out = _slurm(epoch, "sacct", "-X", "-n", "-P", "-o", fields, "-j", ",".join(ids))
+    rows = {row[0]: row for row in (line.split("|") for line in out.splitlines())}
+    since = {job_id: [int(t) - int(started) for t in row[3:6]] for job_id, row in rows.items()}
+    timeline = "\n".join(
+        f"{job_id:>5} {rule:<9} {rows[job_id][2]:<10} submit +{since[job_id][0]:3d} s"
+        f"  start +{since[job_id][1]:3d} s  end +{since[job_id][2]:3d} s"
+        f"  qos={rows[job_id][6]}  {rows[job_id][7]}  [{wildcards}]"
+        for job_id, rule, wildcards in sorted(submitted, key=lambda s: int(s[0]))
+    )
+    print(f"toy part through Slurm ({wall:.0f} s; times from snakemake's start, sacct's to 1 s):\n{timeline}")
+    for job_id, wildcards in toy_jobs.items():
+        _, _, state, _, start, end, qos, tres = rows[job_id]
+        assert (state, qos) == ("COMPLETED", SITE_QOS), timeline
+        assert "gres/gpu" not in tres, timeline  # the toy's TrainingJob asks for 0 GPUs
+        variant = next(v for v in ("plain", "boosted") if v in wildcards)
+        run = results / "toy" / "runs" / "toy" / variant / "h1" / "base" / "seed0"
+        # `pdelra part run` writes its timing last, inside its job's window: the run ran in that Slurm job,
+        # not beside it. (Not the run file's time: Snakemake touches a job's outputs once it has ended.)
+        timing = run / "part_timing.json"
+        assert int(start) - 1 <= timing.stat().st_mtime <= int(end) + 1, (timing, timeline)
+        assert json.loads((run / "metrics.json").read_text())["device"] == "cpu"
+    (train_id,) = (job_id for job_id, _ in by_rule["train"])
+    assert rows[train_id][2] == "COMPLETED" and "gres/gpu=1" in rows[train_id][7], timeline
+
+    toy_runs = pd.read_csv(results / "tables" / "toy_runs.csv")
+    assert sorted(toy_runs["variant"]) == ["boosted", "plain"], toy_runs
+    claim = pd.read_csv(results / "tables" / "claims.csv").set_index("claim_id").loc["toy_boost"]
+    assert (claim["family"], claim["verdict"]) == ("toy", "reproduced"), claim
+    assert claim["effect"] == pytest.approx(config["toy"]["gain"])
 
 
 # ---------------------------------------------------------------------------------------------------------
