@@ -1,5 +1,5 @@
-# The two commands of the README:  `make demo` (the CPU demo, end to end)  and  `make test`.
-# Both create the virtual environment on first use and are idempotent.
+# The commands of the README:  `make demo` (the CPU demo, end to end),  `make test`  and  `make test-fast`.
+# Each creates the virtual environment on first use; all are idempotent.
 SHELL := /bin/bash
 VENV := .venv
 BIN := $(CURDIR)/$(VENV)/bin
@@ -10,7 +10,7 @@ export DVC_NO_ANALYTICS := 1
 # pip repeats this harmless line for every package when a configured find-links folder lacks it.
 PIP_NOISE := is ignored: it is neither a file nor a directory
 
-.PHONY: demo test test-tools venv lint clean-demo
+.PHONY: demo test test-fast test-tools venv lint clean-demo
 
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
@@ -22,9 +22,12 @@ $(STAMP): pyproject.toml
 venv: $(STAMP)
 
 # One fork server imports torch once for all of the demo's training/diagnose jobs (pdelra.forkserver).
+# Then the demo checks what it is for: every task's baseline learns, every headline claim has our number
+# (tests/test_demo_learns.py, a few seconds on the tables it wrote).
 demo: $(STAMP)
 	$(BIN)/pdelra forkserver run -- $(BIN)/snakemake --workflow-profile workflow/profiles/default \
 		--configfile config/demo.yaml
+	$(BIN)/pytest -q -p no:cacheprovider tests/test_demo_learns.py
 
 # The Debian tools the tests use (TeX, Chromium, the Slurm daemons), installed before the tests start when
 # missing and possible: scripts/install-test-tools.sh says which and why.
@@ -36,6 +39,12 @@ test-tools:
 # trained workspace) stays on one worker, the longest groups first.
 test: $(STAMP) test-tools
 	$(BIN)/pytest -n 2
+
+# The loop while changing the code: every test not marked slow (no end-to-end Snakemake, Slurm, DVC or
+# training-process run), on the same two workers; meant to take under 3 minutes on 2 cores
+# (docs/measurements.md).
+test-fast: $(STAMP)
+	$(BIN)/pytest -n 2 -m "not slow"
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

@@ -287,8 +287,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """Whole groups per worker, in collection order. (xdist's own `--dist loadgroup` cannot do this under
-    pytest 9: it renames test ids through an attribute pytest no longer reads.)"""
+    """Whole groups per worker, in collection order.
+
+    Why a subclass overriding xdist's private `_split_scope`, not the public `--dist loadgroup` with
+    `xdist_group` marks added in `pytest_collection_modifyitems`: loadgroup tells the controller a test's
+    group by appending "@group" to `item._nodeid` on the worker, and pytest 9 reads a node's id from
+    `item._id`, so the suffix never arrives and every test is scheduled alone: with pytest-xdist 3.8.0 and
+    pytest 9.2.0, two modules of one `xdist_group` split over both workers (tried 2026-12-07;
+    pytest-dev/pytest-xdist#1386, open; a fix is proposed in #1388). Replace this with
+    `--dist loadgroup` (marks from `worker_group`) once a release fixes #1386."""
     from xdist.scheduler import LoadScopeScheduling
 
     class GroupScheduling(LoadScopeScheduling):

@@ -203,11 +203,13 @@ def test_config_check_refuses_lm_heads_and_generation_bounds_no_job_could_meet(
     tmp_path: Path, demo: dict[str, Any], capsys: pytest.CaptureFixture[str]
 ) -> None:
     demo["lm"]["model"]["n_heads"] = 5
-    demo["data"]["generate"]["listops"]["max_length"] = 21  # min_length 20: no length strictly between
+    listops = demo["data"]["generate"]["listops"]
+    low = listops["min_length"]
+    listops["max_length"] = low + 1  # no length strictly between
     problems = _check(tmp_path, demo, capsys)
     assert "lm.model.n_heads: 5 does not divide d_model 32 (lm.model.d_model)" in problems
     (generation,) = [p for p in problems if p.startswith("generation setting for listops (--params, or")]
-    assert "min_length=20 and max_length=21 leave no length strictly between them" in generation
+    assert f"min_length={low} and max_length={low + 1} leave no length strictly between them" in generation
 
 
 def test_bounds_almost_no_draw_meets_stop_early_saying_which_bound_to_relax(

@@ -131,10 +131,11 @@ def test_a_killed_training_job_resumes_from_its_checkpoint(copy_of_completed: Pa
             assert process.poll() is None, (workspace / "snakemake-background.log").read_text()[-3000:]
             assert time.monotonic() < deadline, "no checkpoint appeared"
             time.sleep(0.05)
-        time.sleep(0.5)  # a few more steps, so the checkpoint is not the very first one
-        # A second user (or a second terminal) on the same folder is refused in one line: the lock's owner, a
-        # Snakemake of this host, still runs (pdelra.planning.stale_lock).
-        os.killpg(process.pid, signal.SIGSTOP)  # paused, so it cannot finish and unlock meanwhile
+        # Paused as soon as its first checkpoint exists, so it cannot finish and unlock meanwhile however fast
+        # the CPU (a fixed sleep first would race it). A second user (or a second terminal) on the same
+        # folder is refused in one line: the lock's owner, a Snakemake of this host, still runs
+        # (pdelra.planning.stale_lock).
+        os.killpg(process.pid, signal.SIGSTOP)
         second = run_snakemake(workspace, "--cores", "1", timeout=120)
         assert second.returncode != 0
         refusal = [line for line in second.stderr.splitlines() if line.startswith("Cannot start")]

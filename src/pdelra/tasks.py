@@ -190,7 +190,7 @@ for _task in (
         splits={"train": 147_086, "val": 18_090, "test": 17_437},
         generator="pdelra.data.generate:write_retrieval",
         reader="pdelra.data.preprocess:read_retrieval",
-        generate={"min_length": 200, "max_length": 2000, "n_topics": 20},
+        generate={"min_length": 200, "max_length": 2000, "n_topics": 20, "signal": 0.35},
         two_tower=True,
         paper="retrieval",
     ),
@@ -205,7 +205,7 @@ for _task in (
         splits={"train": 160_000, "val": 20_000, "test": 20_000},
         generator="pdelra.data.generate:write_pathfinder",
         reader="pdelra.data.preprocess:read_pathfinder",
-        generate={"contour_length": 14, "distractors": 3, "per_folder": 1000},
+        generate={"contour_length": 14, "distractors": 3, "marker_radius": 1.5, "per_folder": 1000},
         paper="pathfinder",
     ),
     Task(

@@ -10,7 +10,8 @@ is a parameter (Snakemake does not rerun on edits of imported Python modules, bu
 from pdelra.steps.diagnose_code import source_digest  # torch-free: every job's parse reads it
 
 DIAGNOSTICS_CODE = source_digest()  # sha256 of the diagnostics code (diagnose.DIAGNOSTICS_SOURCES)
-DIAGNOSE_EXAMPLES = 32  # the first N validation examples of each task, the same for every run
+# The first N validation examples of each task, the same for every run (diagnostics.examples, default 32).
+DIAGNOSE_EXAMPLES = (config.get("diagnostics") or {}).get("examples", 32)
 
 
 rule diagnose:

@@ -133,11 +133,14 @@ def write_retrieval(out: Path, p: dict[str, Any]) -> None:
         min_length=p["min_length"],
         max_length=p["max_length"],
         n_topics=p["n_topics"],
+        signal=p["signal"],
     )
 
 
 def write_pathfinder(out: Path, p: dict[str, Any]) -> None:
-    params = snakes.SnakeParams(contour_length=p["contour_length"], distractors=p["distractors"])
+    params = snakes.SnakeParams(
+        contour_length=p["contour_length"], distractors=p["distractors"], marker_radius=p["marker_radius"]
+    )
     snakes.generate(
         out,
         n=p["n_train"] + p["n_val"] + p["n_test"],

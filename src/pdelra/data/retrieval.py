@@ -5,7 +5,9 @@ QUOTE_NONE); the label is written as a float ("1.0") or an int. The files are ~1
 byte stream, line by line, never decoded or loaded whole.
 
 The generator writes pairs of documents drawn from topics; a pair is related (label 1) when both documents
-come from the same topic, so the label is learnable from the content the two share.
+come from the same topic, so the label is learnable from the content the two share. Each topic spells its
+words from its own few letters, so a document's topic shows in its byte histogram, the first thing a
+byte-level encoder can see; `signal` is the share of topic words among a document's words.
 """
 
 from __future__ import annotations
@@ -51,30 +53,38 @@ def read_pairs(path: Path) -> Iterator[tuple[int, int, bytes, bytes]]:
 
 
 WORDS_PER_TOPIC = 40
+LETTERS_PER_TOPIC = 8
 COMMON = ("we", "the", "model", "results", "paper", "show", "of", "and", "a", "in", "for", "on", "task",
           "method", "data", "using", "approach", "propose", "this", "is", "our", "with")  # fmt: skip
 
 
 def _topic_words(rng: random.Random, n_topics: int) -> list[list[str]]:
-    letters = "abcdefghijklmnopqrstuvwxyz"
-    return [["".join(rng.choice(letters) for _ in range(rng.randint(4, 9))) for _ in range(WORDS_PER_TOPIC)]
-            for _ in range(n_topics)]  # fmt: skip
+    """Each topic's words, spelled from LETTERS_PER_TOPIC letters of its own (random subsets: with many
+    topics they overlap, as real fields share vocabulary)."""
+    alphabet = "abcdefghijklmnopqrstuvwxyz"
+    topics = []
+    for _ in range(n_topics):
+        letters = rng.sample(alphabet, LETTERS_PER_TOPIC)
+        topics.append(["".join(rng.choices(letters, k=rng.randint(4, 9))) for _ in range(WORDS_PER_TOPIC)])
+    return topics
 
 
-def _document(rng: random.Random, words: list[str], min_length: int, max_length: int) -> str:
+def _document(rng: random.Random, words: list[str], min_length: int, max_length: int, signal: float) -> str:
     target = rng.randint(min_length, max_length)
     out: list[str] = []
     size = 0
     while size < target:
-        word = rng.choice(words) if rng.random() < 0.35 else rng.choice(COMMON)
+        word = rng.choice(words) if rng.random() < signal else rng.choice(COMMON)
         out.append(word)
         size += len(word) + 1
     return " ".join(out)[:max_length]
 
 
 def generate(out: Path, *, n_train: int, n_val: int, n_test: int, seed: int, min_length: int,
-             max_length: int, n_topics: int) -> None:  # fmt: skip
+             max_length: int, n_topics: int, signal: float) -> None:  # fmt: skip
     """Write the three AAN-like TSVs into `out`, half of the pairs related."""
+    if n_topics < 2:
+        raise DataError(None, f"retrieval needs n_topics >= 2 (an unrelated pair takes two), got {n_topics}")
     rng = random.Random(seed)
     topics = _topic_words(rng, n_topics)
     out.mkdir(parents=True, exist_ok=True)
@@ -85,7 +95,7 @@ def generate(out: Path, *, n_train: int, n_val: int, n_test: int, seed: int, min
                 label = i % 2
                 first = rng.randrange(n_topics)
                 second = first if label else rng.choice([t for t in range(n_topics) if t != first])
-                text1 = _document(rng, topics[first], min_length, max_length)
-                text2 = _document(rng, topics[second], min_length, max_length)
+                text1 = _document(rng, topics[first], min_length, max_length, signal)
+                text2 = _document(rng, topics[second], min_length, max_length, signal)
                 handle.write(f"{float(label)}\tA{doc_id:06d}\tA{doc_id + 1:06d}\t{text1}\t{text2}\n")
                 doc_id += 2
