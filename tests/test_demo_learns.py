@@ -1,5 +1,5 @@
 """The CPU demo (`make demo`, config/demo.yaml) shows what a finished study gives: every headline claim of its
-landing page has a number of ours (n >= 1; the order of the positions needs a second seed, NEEDS_TWO_SEEDS),
+landing page has a number of ours (n >= 1),
 and every task's baseline learns, its test accuracy above chance by at least two binomial standard deviations
 of its own test set: 1/classes + 2·sqrt(p(1 − p)/n_test), p the chance accuracy.
 
@@ -47,20 +47,14 @@ def baseline_problems(runs: pd.DataFrame, task_names: list[str]) -> list[str]:
     return problems
 
 
-# The one kind of claim whose estimate needs two seeds in every cell it compares (pdelra.results: the order
-# of two positions is a paired test per pair), so at the demo's one seed it shows n = 1 and no number. A
-# second seed of grid `main` (40 runs, about 100 s more on 2 cores) does not fit the demo's 150 s.
-NEEDS_TWO_SEEDS = {"pair order"}
-
-
 def headline_problems(claims: pd.DataFrame) -> list[str]:
     """One line per headline claim (the families the landing page shows one by one) that no run of ours
-    reached (n = 0), or that has no number of ours though its kind gives one at a single seed."""
+    reached (n = 0), or that has no number of ours (every kind gives one at a single seed)."""
     headline = claims[claims["family"].map(lambda f: FAMILIES[f].headline if f in FAMILIES else False)]
     if headline.empty:
         return ["no headline claim at all"]
     return [f"{row.claim_id}: n = {row.n}, effect {row.effect}" for row in headline.itertuples()
-            if not (row.n >= 1 and (pd.notna(row.effect) or row.kind in NEEDS_TWO_SEEDS))]  # fmt: skip
+            if not (row.n >= 1 and pd.notna(row.effect))]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -108,5 +102,5 @@ def test_the_checks_catch_a_baseline_at_chance_and_a_claim_without_a_number() ->
         {"claim_id": "e", "family": "ranking", "kind": "pair order", "n": 1, "effect": nan},
         {"claim_id": "f", "family": "ranking", "kind": "pair order", "n": 0, "effect": nan},
     ])  # fmt: skip
-    problems = ["b: n = 0, effect nan", "d: n = 1, effect nan", "f: n = 0, effect nan"]
+    problems = [f"{c}: n = {n}, effect nan" for c, n in (("b", 0), ("d", 1), ("e", 1), ("f", 0))]
     assert headline_problems(claims) == problems

@@ -69,7 +69,8 @@ Procedures (95 %, i.e. `ALPHA` = 5 % two-sided, 2.5 % per direction; `pdelra.res
   paper's order (an intersection–union test), `contradicted` when one of them is significantly reversed
   (Bonferroni over them). A pair the paper separates by less than the margin (0.08, 0.16, 0.25 pp …) is left
   out of the verdict, as the claim's words say; the detail names those reversed here. The effect is
-  (separable pairs in order − reversed) / separable pairs.
+  (separable pairs in order − reversed) / separable pairs; below 2 seeds, with no test, the pairs are
+  counted by their means (untested, and said so).
 - Two rows of one run are refused; a task or variant no claim names is said in the log and in the detail of
   the claims that did not run; missing seeds and rows without a seed are noted in the detail. Cost claims
   compare runs of one device type; mixed devices: inconclusive, with a note.

@@ -409,14 +409,22 @@ def judge_pair_order(claim: PairOrder, index: RunIndex) -> dict[str, Any]:
     notes = [n for c in comparisons for n in c.notes]
     failed_runs = failed_runs_line(reads)
     if any(math.isnan(r.p_greater) for r in reads):
+        # No test below 2 seeds; the effect is still read from the means (untested), so one seed shows ours.
+        signs = [e.effect for e, s in zip(ests, separable, strict=True) if s and not math.isnan(e.effect)]
+        by_means = (sum(d > 0 for d in signs) - sum(d < 0 for d in signs)) / m if m and signs else math.nan
         return _row(
             claim,
+            effect=by_means,
             n=min(e.n for e in ests),
             verdict_unadjusted="inconclusive",
             method=method,
             n_excluded=excluded,
             failed_runs=failed_runs,
-            detail=_join("fewer than 2 usable seeds in some cell", *notes, _excluded_note(excluded)),
+            detail=_join(
+                "fewer than 2 usable seeds in some cell: separable pairs counted by their means, untested",
+                *notes,
+                _excluded_note(excluded),
+            ),
         )
     p_order = [stats.two_sided(r.p_greater) for r in reads]
     p_reversed = [stats.two_sided(r.p_less, 2 * max(m, 1)) for r in reads]
