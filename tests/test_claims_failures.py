@@ -1,6 +1,6 @@
-"""Failed runs, a noisy baseline, three seeds and an own variant, by simulation (issue: "failed runs are
-findings"). The runs are drawn as in tests/test_claims_reach.py (the paper's grids, a per-(task, seed) effect
-of sd 0.5 pp, per-run noise 0.5 pp, the real tasks' test-set sizes; fixed seeds) and judged by
+"""Failed runs, a noisy baseline, three seeds and an own variant, by simulation: failed runs are findings.
+The runs are drawn as in tests/test_claims_reach.py (the paper's grids, a per-(task, seed) effect of sd
+0.5 pp, per-run noise 0.5 pp, the real tasks' test-set sizes; fixed seeds) and judged by
 `pdelra.results.claims.evaluate`, the function `pdelra claims --tables` and `pdelra aggregate` call. Each
 case's rates, with their replications and Monte Carlo se, are printed with `-s` and tabled by
 benchmarks/claims_rates.py in docs/measurements.md (with more replications there).
@@ -123,8 +123,8 @@ def test_a_cell_at_chance_in_every_seed_contradicts_its_claim_and_is_placed_wher
     interval in the row; After Embedding is still the best position (as in the clean case, within 2 se).
     The ranking places After MLP where its failures put it: at chance on Pathfinder its LRA average falls to
     55.3 %, below Across Heads (58.8 %) and After Attention (56.2 %), two pairs the paper separates by more
-    than the margin, so the order reads contradicted, naming the reversal (the issue asked for the clean
-    case's "reproduced" here too: that would hide a failure that changes the order)."""
+    than the margin, so the order reads contradicted, naming the reversal (reading it as the clean case would
+    hide a failure that changes the order)."""
     failed = simulate("mlp5", at_chance("pathfinder", "after_mlp", (0, 1, 2, 3, 4)))
     clean = simulate("clean", no_change)
     own_claim = "table11_sign_after_mlp_pathfinder"
