@@ -106,7 +106,11 @@ class RunIndex:
         seen: set[tuple[str, str, str, str, int]] = set()
         twice: list[str] = []
         n_test: dict[str, list[float]] = {}
+        # every row's accuracy, seed or not: the task's level, for the binomial guard (`floor`)
+        accuracy: dict[str, list[float]] = {}
         for record in records:
+            if not _isnan(record.get(ACCURACY)):
+                accuracy.setdefault(str(record["task"]), []).append(float(record[ACCURACY]))
             key = (
                 str(record["task"]),
                 str(record["variant"]),
@@ -130,10 +134,6 @@ class RunIndex:
                 + "; each (task, variant, scale, setting, seed) must appear once (aggregate refuses them too)"
             )
         self._n_test = {task: float(np.median(v)) for task, v in n_test.items()}
-        accuracy: dict[str, list[float]] = {}
-        for record in records:
-            if not _isnan(record.get(ACCURACY)):
-                accuracy.setdefault(str(record["task"]), []).append(float(record[ACCURACY]))
         self._accuracy = {task: float(np.mean(v)) for task, v in accuracy.items()}
         for task, variant, scale, setting in self._rows:
             if setting == BASE_SETTING and scale != MAIN_SCALE and variant in DESIGN_VARIANTS:

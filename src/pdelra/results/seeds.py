@@ -219,7 +219,11 @@ def seeds_table(
         power.claim_power(r["_terms"], r["_correlation"], r["_margin"], seeds, levels[r["claim_id"]])
         for r in rows
     ]
-    at_seeds = planned_runs(paper_cells() if cells is None else cells, own, seeds)
+    at_seeds = (
+        planned
+        if seeds == PLANNING_SEEDS
+        else planned_runs(paper_cells() if cells is None else cells, own, seeds)
+    )
     simulated = simulated_power(at_seeds, noise, [c for c in claims if c.family != OWN_FAMILY], draws)
     frame[f"power_at_{seeds}"] = [
         (simulated.get(r["claim_id"], p) if r["family"] != OWN_FAMILY else p) if _aims(r) else math.nan
@@ -244,7 +248,6 @@ def simulated_power(
     borrowing was 7–17 pp above the engine's rate at 5 seeds. A seed's shared effect is left out: the paired
     design removes it."""
     import numpy as np
-    import pandas as pd
 
     if planned.empty or not claims:
         return {}
@@ -256,7 +259,7 @@ def simulated_power(
         judged = C.evaluate(runs, claims=claims, power=False)
         for claim_id, verdict in zip(judged["claim_id"], judged["verdict"], strict=True):
             found[claim_id] = found.get(claim_id, 0.0) + (verdict == "reproduced") / draws
-    return dict(pd.Series(found))
+    return found
 
 
 def _terms(row: Mapping[str, Any]) -> Terms | None:
