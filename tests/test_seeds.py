@@ -111,6 +111,7 @@ def test_plan_power_plans_own_variants_at_the_effect_the_user_names(
     assert main([*args, "--effect", "0.02"]) == 0
     assert "at the +2.00 pp you named" in capsys.readouterr().out
     assert main([*args[:-1], "--effect", "0.02"]) == 1  # --effect alone: one line, no traceback
+    assert main([*args, "--effect", "2"]) == 1  # not an accuracy difference: one line, no traceback
 
 
 def _own_pilot(seeds_: int, sd: float, gain: float) -> pd.DataFrame:

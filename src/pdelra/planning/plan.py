@@ -632,6 +632,8 @@ def run(args: argparse.Namespace) -> int:
         raise PlanError(f"--gpus {args.gpus}: give at least 1")
     if args.threads is not None and args.threads < 1:
         raise PlanError(f"--threads {args.threads}: give at least 1")
+    if args.effect is not None and not 0 < args.effect < 1:  # (power_effect: its schema bounds it)
+        raise PlanError(f"--effect {args.effect:g}: an accuracy difference between 0 and 1 (0.01 = 1 pp)")
     name = args.device
     # auto on a machine without CUDA: timing a GPU job's model on the CPU takes minutes and says nothing of
     # the GPU, so those tasks count at their runtime (the output says how to time them).
