@@ -39,7 +39,7 @@ def _imports(ws: Path, *args: str, mark: Path) -> str:
     return done.stderr
 
 
-def test_a_jobs_own_snakemake_parses_without_the_config_check_the_probe_or_torch(tmp_path: Path) -> None:
+def test_a_jobs_own_snakemake_and_a_repeated_dry_run_parse_without_the_probe_or_torch(tmp_path: Path) -> None:
     config = load_config("tiny")
     config["variants"] = {"probed": {"after_embedding": {"operator": "probe_op:Probed"}}}
     config["grids"]["main"].update(tasks=["listops"], variants=["probed"])
@@ -54,3 +54,11 @@ def test_a_jobs_own_snakemake_parses_without_the_config_check_the_probe_or_torch
     step = _imports(ws, "--target-jobs", TARGET_JOB, "--allowed-rules", "train", "--cores", "1", "--force",
                     "--nolock", "--no-hooks", "--mode", "remote", "--dry-run", mark=mark)  # fmt: skip
     assert not TORCH.search(step) and not mark.exists()
+    # The planning Snakemake again, the config and the code unchanged: the checks' answer is kept
+    # (pdelra.planning.check_cache), so it neither imports torch nor builds the operator.
+    again = _imports(ws, "-n", "--cores", "1", mark=mark)
+    assert not TORCH.search(again) and not mark.exists()
+    # An edit of the operator's code is a new answer: checked (and probed) afresh.
+    (ws / "probe_op.py").write_text(OPERATOR + "\n# edited\n")
+    edited = _imports(ws, "-n", "--cores", "1", mark=mark)
+    assert TORCH.search(edited) and mark.read_text().count("probed") >= 1

@@ -140,8 +140,11 @@ def _check(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, operator: str) -> in
             f"at padded length {MAX_LENGTH} (sequences of {MAX_LENGTH} and {MAX_LENGTH // 2}): RuntimeError: "
             "The size of tensor a",
         ),
-        ("NanInEval", "at padded length 5 (sequences of 5 and 2): NaN in its output in eval mode (finite in "
-                      "training mode)"),
+        (
+            "NanInEval",
+            "at padded length 5 (sequences of 5 and 2): NaN in its output in eval mode (finite in "
+            "training mode)",
+        ),
         ("ReadsPadding", "change with what the padding holds (it reads the padding)"),
         ("ReadsPaddingLength", "change with the padding's length (the sequence of 2 alone differs from it"),
     ],

@@ -41,6 +41,22 @@ def test_the_first_class_named_gets_the_highest_priority_and_every_class_is_abov
     assert priorities.order_of({"cluster": {"priority": ["related", "diagnose", "paper"]}})[0] == "related"
 
 
+def test_within_a_class_the_longest_runs_start_first_and_the_classes_keep_their_order() -> None:
+    """The demo: its 1,024-token Image and PathFinder cells above its ListOps ones in the paper class; every
+    paper cell above every related one, whatever their lengths; ties only between cells of equal work."""
+    from pdelra.planning.config_check import with_defaults
+
+    config = with_defaults(yaml.safe_load((REPO / "config" / "demo.yaml").read_text()))
+    cell = priorities.cell_priorities(config)
+    paper = {c: p for c, p in cell.items() if priorities.cell_classes(config)[c] == "paper"}
+    related = {c: p for c, p in cell.items() if priorities.cell_classes(config)[c] == "related"}
+    assert min(paper.values()) > max(related.values())
+    assert max(cell.values()) == pytest.approx(3 + priorities.LONGEST_FIRST)
+    long, short = ("image", "none", "h1", "base"), ("listops", "none", "h1", "base")
+    assert cell[long] > cell[("text", "none", "h1", "base")] > cell[short] > 3
+    assert cell[("pathfinder", "none", "h1", "base")] > cell[short]
+
+
 def test_the_plan_says_in_which_order_the_hours_are_spent() -> None:
     """The paper config without calibration: the paper's 245 jobs and 3,900 requested hours first, diagnose's
     CPU jobs, then the related systems' 138 jobs; reversed when the config says so."""

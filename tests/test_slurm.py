@@ -531,9 +531,7 @@ def _time_limit_scenario(env: dict[str, str], root: Path) -> dict[str, Any]:
     return {
         "metrics": json.loads((ws / TARGET).read_text()),
         "history": _sacct_history(env, _job_ids(log)),
-        "trainer_log": "".join(
-            line for line in lines if any(w in line for w in ("resum", "interrupt"))
-        ),
+        "trainer_log": "".join(line for line in lines if any(w in line for w in ("resum", "interrupt"))),
         "steps_per_epoch": config["data"]["generate"][GPU_TASK]["n_train"] // 4,
         "epochs": TIME_LIMIT_EPOCHS,
     }
@@ -725,5 +723,3 @@ def test_the_rerun_after_a_killed_snakemake_takes_over_every_live_job_and_trains
         trainer_log = (ws / "results" / "tiny" / "logs" / "train" / f"{run}.log").read_text()
         assert "is locked by" not in trainer_log and "nothing left to train" not in trainer_log, trainer_log
         assert not records[run].exists()
-
-

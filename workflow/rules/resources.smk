@@ -112,15 +112,15 @@ def task_site_options(checkpoints):
 
 # Priorities (cluster.priority, pdelra.planning.priorities): Snakemake submits the ready jobs of the highest
 # `priority:` first, so under the profile's `jobs:` limit the paper's runs are not left pending behind the
-# related systems'.
+# related systems'; within a class, the longest runs first.
 PRIORITY = priorities.rule_priorities(config["cluster"]["priority"])
-CELL_CLASS = priorities.cell_classes(config)
+CELL_PRIORITY = priorities.cell_priorities(config)
 
 
 def run_priority():
-    """`priority:` of an LRA training job: its grid cell's class (paper or related); a constant where every
-    cell has the same class."""
-    values = {PRIORITY[name] for name in CELL_CLASS.values()}
+    """`priority:` of an LRA training job: its grid cell's (class, then estimated length); a constant where
+    every cell has the same."""
+    values = set(CELL_PRIORITY.values())
     if len(values) <= 1:
         return values.pop() if values else PRIORITY["paper"]
     return cell_priority
@@ -128,7 +128,7 @@ def run_priority():
 
 @declared
 def cell_priority(wildcards):
-    return PRIORITY[CELL_CLASS[(wildcards.task, wildcards.variant, wildcards.scale, wildcards.setting)]]
+    return CELL_PRIORITY[(wildcards.task, wildcards.variant, wildcards.scale, wildcards.setting)]
 
 
 def cpu_site_options():

@@ -36,9 +36,11 @@ as training will, on CPU, in seconds: forward and backward at each task's real m
 refusing NaN or Inf in its output or gradients, a wrong shape or dtype, an exception, outputs at valid
 positions that depend on the padding, and more memory at the job's batch than the job may use (its
 resources.mem_mb, or on a GPU the card's) (pdelra.nn.operator_check); each probe is kept by the digest of the
-operator's code ($XDG_CACHE_HOME/pdelra), so a repeated check does not run it again. What this command
-adds is the line of a YAML syntax error in a `--configfile`: Snakemake reads that file before the workflow
-starts and says only "Config file is not valid JSON or YAML". Exit 1 if any FILE has a problem.
+operator's code ($XDG_CACHE_HOME/pdelra), so a repeated check does not run it again. The answer of the
+checks that build models is kept too, by the digest of the config and of the code (pdelra's, your
+operators'): a repeated check of the same config (every `snakemake -n`) does not import torch. What this
+command adds is the line of a YAML syntax error in a `--configfile`: Snakemake reads that file before the
+workflow starts and says only "Config file is not valid JSON or YAML". Exit 1 if any FILE has a problem.
 """
 
 PLAN_DESCRIPTION = """\

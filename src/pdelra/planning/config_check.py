@@ -9,10 +9,8 @@ and what the command adds (the line of a YAML syntax error), is the command's de
 from __future__ import annotations
 
 import argparse
-import contextlib
 import copy
 import json
-import os
 import re
 from collections.abc import Mapping
 from itertools import product
@@ -21,12 +19,11 @@ from typing import Any
 
 from pdelra import parts
 from pdelra import runs as run_layout
-from pdelra.atomic import write_json_atomic
 from pdelra.data.generate import resolve_params
 from pdelra.errors import UserError
 from pdelra.model_layers import heads_problem, layered
 from pdelra.operator_code import operator_code
-from pdelra.planning import estimate, flops
+from pdelra.planning import check_cache, estimate, flops
 from pdelra.planning.experiment import part_data_tasks
 from pdelra.planning.slurm_site import runtime_warnings
 from pdelra.tasks import TASKS, load_modules, tasks_of_source
@@ -64,10 +61,21 @@ def load_schema(path: str | Path = SCHEMA, variant_names: bool = True) -> dict[s
 
     schema = yaml.safe_load(Path(path).read_text())
     if variant_names:
-        from pdelra.nn.model import VARIANTS  # torch: only where the names are checked
-
-        schema["definitions"]["variant"]["enum"] = list(VARIANTS)
+        schema["definitions"]["variant"]["enum"] = built_variant_names()
     return with_tasks(schema)
+
+
+def built_variant_names() -> list[str]:
+    """The built-in variants' names (pdelra.nn.model.VARIANTS), kept by the code's digest
+    (pdelra.planning.check_cache): the model's module imports torch."""
+    if not check_cache.keeps_answers():
+        return list(check_cache.model_module().VARIANTS)
+    key = check_cache.answer_key("variant names")
+    kept = check_cache.read(check_cache.BUILT_CHECKS)
+    if not isinstance(kept.get(key), list):
+        kept[key] = list(check_cache.model_module().VARIANTS)  # torch: once per version of the code
+        check_cache.write(check_cache.BUILT_CHECKS, kept)
+    return list(kept[key])
 
 
 def with_tasks(schema: dict[str, Any]) -> dict[str, Any]:
@@ -228,15 +236,44 @@ def config_problems(config: Mapping[str, Any], schema: dict[str, Any] | None = N
     if problems:
         return problems
     filled = with_defaults(config, schema)
-    problems = grid_problems(filled) + variant_problems(filled)
+    built = built_checks(filled, registered)
+    problems = grid_problems(filled) + built["variants"]
     if problems:  # the runs cannot be listed
         return problems
-    return (
-        model_problems(filled)
-        + data_problems(filled)
-        + part_problems(filled, registered)
-        + estimate.cluster_problems(filled)
-    )
+    return built["models"] + data_problems(filled) + built["parts"] + estimate.cluster_problems(filled)
+
+
+def built_checks(config: Mapping[str, Any], registered: tuple[parts.Part, ...]) -> dict[str, list[str]]:
+    """The checks that build models (torch): the config's own variants' rows (`variants`), then, when the
+    runs can be listed, every selected run's model and own operators (`models`) and each part's own check
+    (`parts`). Their answer is kept by the digest of the code, of the filled config and of the own
+    operators' code (pdelra.planning.check_cache), so a repeated parse of the workflow neither imports torch
+    nor builds a model. Checked afresh, never kept: a config with task modules or parts of its own, whose
+    code no digest here covers, and an operator whose code is not found."""
+    key = _built_key(config)
+    if key is not None:
+        kept = check_cache.read(check_cache.BUILT_CHECKS)
+        if isinstance(kept.get(key), dict):
+            return kept[key]
+    answer = {"variants": variant_problems(config), "models": [], "parts": []}
+    if not (answer["variants"] or grid_problems(config)):
+        answer |= {"models": model_problems(config), "parts": part_problems(config, registered)}
+    if key is not None:
+        kept = check_cache.read(check_cache.BUILT_CHECKS)  # again: another process may have added to it
+        kept.pop(key, None)
+        check_cache.write(check_cache.BUILT_CHECKS, kept | {key: answer})
+    return answer
+
+
+def _built_key(config: Mapping[str, Any]) -> str | None:
+    """The key of `built_checks`'s answer for `config`; None when it is not kept (its docstring says when)."""
+    if not check_cache.keeps_answers() or config.get("task_modules") or config.get("parts"):
+        return None
+    try:  # None: a row of built-in operators only, which the package's digest covers
+        operators = {name: operator_code(row) for name, row in (config.get("variants") or {}).items()}
+    except ValueError:
+        return None
+    return check_cache.answer_key("built checks", config, operators)
 
 
 def part_problems(config: Mapping[str, Any], registered: tuple[parts.Part, ...]) -> list[str]:
@@ -275,7 +312,8 @@ def variant_problems(config: Mapping[str, Any]) -> list[str]:
     """The config's own variants: a name is not a built-in one's, and each key names an insertion point or a
     built-in position and each operator is one the model can place there (pdelra.nn.model.config_row). The
     operators themselves are built and run in model_problems, with each grid's model sizes."""
-    from pdelra.nn.model import POINTS, VARIANTS, config_row  # torch (load_schema says why it waits)
+    model = check_cache.model_module()  # torch (built_checks keeps the answer)
+    VARIANTS, POINTS, config_row = model.VARIANTS, model.POINTS, model.config_row
 
     problems = []
     for name, row in (config.get("variants") or {}).items():
@@ -339,8 +377,8 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
     and of each own variant's operators as they run at each task's real max_length (check_operators: forward
     and backward on a padded batch, once per grid, d_model and max_length, naming the tasks; then whether its
     memory at each task's batch fits that task's job, `job_memory`). Probes of an operator's own code are
-    kept in the probe cache (`PROBE_CACHE`) by its code's digest: a repeated check does not run them again."""
-    from pdelra.nn.model import ModelConfig  # torch (load_schema says why it waits)
+    kept by their code's digest (pdelra.planning.check_cache): a repeated check does not run them again."""
+    ModelConfig = check_cache.model_module().ModelConfig  # torch: built_checks keeps the answer
     from pdelra.nn.operator_check import PROBE_SHORT_LENGTH, check_operators
 
     declared = config.get("variants") or {}
@@ -380,7 +418,7 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
                 job = (task, batch, job_memory(config, task))
                 if job not in jobs:
                     jobs.append(job)
-    cache = read_probe_cache()
+    cache = check_cache.read(check_cache.PROBE_CACHE)
     before = dict(cache)
     for (variant, name, d_model, max_length), (cfg, jobs) in probes.items():
         tasks = list(dict.fromkeys(task for task, _, _ in jobs))
@@ -395,7 +433,7 @@ def model_problems(config: Mapping[str, Any]) -> list[str]:
             where += f", d_model {d_model}, max_length {max_length}"
             problems[f"variants.{variant} ({where}): {err}"] = None
     if cache != before:
-        write_probe_cache(cache)
+        check_cache.write(check_cache.PROBE_CACHE, cache)
     used = {variant for name in config["run_grids"] for variant in config["grids"][name]["variants"]}
     for variant in sorted(set(declared) - used):  # declared, in no selected grid: checked at defaults.model
         try:
@@ -431,31 +469,6 @@ def job_memory(config: Mapping[str, Any], task: str) -> int | None:
             return None
     mem = resources.get("mem_mb")
     return None if mem is None else int(mem) * 1_000_000
-
-
-# The probes of users' operators, kept by their code's digest across `pdelra config check` and every parse
-# of the workflow (common.smk runs the same check): a probe at an LRA length takes seconds to a minute.
-PROBE_CACHE = "operator-probes.json"
-
-
-def probe_cache_file() -> Path:
-    """The probe cache: $XDG_CACHE_HOME/pdelra (default ~/.cache/pdelra). Keyed by the operator's code, its
-    row, d_model, the length and torch's version, so one cache serves every project and config."""
-    root = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(root) / "pdelra" / PROBE_CACHE
-
-
-def read_probe_cache() -> dict[str, dict[str, Any]]:
-    try:
-        found = json.loads(probe_cache_file().read_text())
-    except (OSError, ValueError):
-        return {}  # none yet, or unreadable: probe afresh
-    return found if isinstance(found, dict) else {}
-
-
-def write_probe_cache(cache: Mapping[str, Any]) -> None:
-    with contextlib.suppress(OSError):  # a read-only home: the check stands, only the next one probes again
-        write_json_atomic(probe_cache_file(), dict(cache), sort_keys=True)
 
 
 def data_problems(config: Mapping[str, Any]) -> list[str]:

@@ -79,14 +79,20 @@ def run_seconds(train: Mapping[str, Any], counts: Mapping[str, int], steps: int,
     return steps * step_s + per_example * EVAL_COST * (epochs * counts["val"] + counts["test"])
 
 
-def estimated_seconds(run: Mapping[str, Any], data: Mapping[str, Any], gpu: str) -> float:
-    """One LRA run's seconds on GPU model `gpu` from its FLOPs at max_length and the default utilisation."""
+def run_flops(run: Mapping[str, Any], data: Mapping[str, Any]) -> float:
+    """One LRA run's FLOPs at max_length: its training steps and its evaluations (`run_seconds` at one FLOP
+    a second)."""
     train, counts = run["train"], data["counts"]
     steps = planned_job_steps(counts["train"], train)
     work = flops.step_flops(
         run["model"], data["max_length"], tasks.is_two_tower(run["task"]), train["batch_size"]
     )
-    return run_seconds(train, counts, steps, flops.step_seconds(work, gpu, flops.DEFAULT_UTILISATION))
+    return run_seconds(train, counts, steps, work)
+
+
+def estimated_seconds(run: Mapping[str, Any], data: Mapping[str, Any], gpu: str) -> float:
+    """One LRA run's seconds on GPU model `gpu` from its FLOPs at max_length and the default utilisation."""
+    return flops.step_seconds(run_flops(run, data), gpu, flops.DEFAULT_UTILISATION)
 
 
 def run_minutes(

@@ -23,7 +23,7 @@ from typing import Any
 
 from pdelra import paper
 from pdelra.parts import TrainingJob
-from pdelra.planning import experiment
+from pdelra.planning import estimate, experiment
 
 CLASSES = ("paper", "diagnose", "related")  # also the default order (workflow/schemas/config.schema.yaml)
 PAPER_VARIANTS = frozenset(("none", *paper.POSITIONS))
@@ -63,6 +63,30 @@ def cell_classes(config: Mapping[str, Any]) -> dict[Cell, str]:
         if cell not in classes:
             classes[cell] = run_class(run[1], _backbone(experiment.run_config(config, settings, *run)))
     return classes
+
+
+# The most a cell's estimated work adds to its class's priority: under the 1 between two classes, so the order
+# of the classes stands.
+LONGEST_FIRST = 0.5
+
+
+def cell_priorities(config: Mapping[str, Any]) -> dict[Cell, float]:
+    """{grid cell: Snakemake priority} of every LRA run's cell: its class's (`rule_priorities`), plus up to
+    LONGEST_FIRST in proportion to its runs' estimated FLOPs (pdelra.planning.estimate.run_flops) against
+    the largest cell's. Within a class the longest runs start first, so the last jobs to start are short
+    ones rather than one long run on one core or GPU while the others wait: the demo's 1,024-token Image and
+    PathFinder runs before its 64-token ListOps ones."""
+    settings = experiment.selected_settings(config)
+    priority = rule_priorities(order_of(config))
+    data = {task: estimate.task_data(config, task) for task in config["tasks"]}
+    work: dict[Cell, float] = {}
+    for run in experiment.lra_runs(config):
+        if run[:4] not in work:
+            run_config = experiment.run_config(config, settings, *run)
+            work[run[:4]] = estimate.run_flops(run_config, data[run[0]])
+    largest = max(work.values(), default=0.0) or 1.0
+    classes = cell_classes(config)
+    return {cell: priority[classes[cell]] + LONGEST_FIRST * w / largest for cell, w in work.items()}
 
 
 def job_class(job: TrainingJob) -> str:
