@@ -49,6 +49,7 @@ if CTA:
         rule cta_generate:
             """A generated stand-in for AG News, SST-2, WikiText-103, the WordPiece vocab.txt or the BPE
             tokenizer.json (pdelra generate)."""
+            priority: DATA_PRIORITY  # before any training job (resources.smk)
             localrule: True
             output:
                 directory(f"{RAW}/{{cta_source}}"),
@@ -70,6 +71,7 @@ if CTA:
 
         rule cta_fetch:
             """Download one source with `dvc import-url` (records URL and md5; DVC runs one at a time)."""
+            priority: DATA_PRIORITY  # before any training job (resources.smk)
             localrule: True
             output:
                 f"{RAW}/downloads/{{cta_download}}",
@@ -88,6 +90,7 @@ if CTA:
         rule cta_extract:
             """Unpack AG News, SST-2 or WikiText-103 into its raw folder (pdelra extract; tar or zip told
             by content)."""
+            priority: DATA_PRIORITY  # before any training job (resources.smk)
             localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
             input:
                 lambda w: f"{RAW}/downloads/{cta_grid.DOWNLOAD_FILES[w.cta_source]}",
@@ -106,6 +109,7 @@ if CTA:
 
     rule cta_preprocess:
         """One task as the official code prepares it (pdelra preprocess-cta); manifest.json is written last."""
+        priority: DATA_PRIORITY  # before any training job (resources.smk)
         localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
         input:
             raw=lambda w: f"{RAW}/{cta_grid.RAW_OF_TASK[w.cta_task]}",
@@ -165,6 +169,7 @@ if CTA:
 
         rule cta_lm_preprocess:
             """WikiText-103 as LM blocks of block_size TinyLlama tokens (pdelra preprocess-cta wikitext103)."""
+            priority: DATA_PRIORITY  # before any training job (resources.smk)
             localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
             input:
                 raw=f"{RAW}/wikitext103",

@@ -6,6 +6,7 @@ if config["data"]["source"] == "generated":
 
     rule generate:
         """Synthetic stand-in for one task's raw data, in the real on-disk format (offline, seeded)."""
+        priority: DATA_PRIORITY  # before any training job (resources.smk)
         localrule: True
         output:
             directory(f"{RAW}/{{task}}"),
@@ -22,6 +23,7 @@ else:
 
     rule fetch:
         """Download one source archive with `dvc import-url` (records URL and md5); DVC runs one at a time."""
+        priority: DATA_PRIORITY  # before any training job (resources.smk)
         localrule: True
         output:
             download_path("{source}"),
@@ -44,6 +46,7 @@ else:
             name:
                 f"extract_{_source}"
             localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
+            priority: DATA_PRIORITY  # before any training job (resources.smk)
             input:
                 download_path(_source),
             output:
@@ -63,6 +66,7 @@ else:
 
 rule preprocess:
     """Tokenise, split and pad one task into memory-mappable arrays; manifest.json is written last."""
+    priority: DATA_PRIORITY  # before any training job (resources.smk)
     localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
     input:
         f"{RAW}/{{task}}",

@@ -25,6 +25,7 @@ if LM:
 
     rule lm_prepare:
         """Split the corpus by document and pack byte windows (pdelra lm prepare)."""
+        priority: DATA_PRIORITY  # before any training job (resources.smk)
         localrule: not PREPARE_AS_JOBS  # cluster.prepare_as_jobs: a CPU job instead
         input:
             f"{RAW}/{LM['corpus']}",
