@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import load_config, make_workspace, tool_env
 
 TORCH = re.compile(r"\|\s+torch$", re.M)  # `-X importtime`'s line for the torch package itself
@@ -39,6 +40,7 @@ def _imports(ws: Path, *args: str, mark: Path) -> str:
     return done.stderr
 
 
+@pytest.mark.slow  # four Snakemake processes, two of them importing torch
 def test_a_jobs_own_snakemake_and_a_repeated_dry_run_parse_without_the_probe_or_torch(tmp_path: Path) -> None:
     config = load_config("tiny")
     config["variants"] = {"probed": {"after_embedding": {"operator": "probe_op:Probed"}}}

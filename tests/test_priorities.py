@@ -57,6 +57,18 @@ def test_within_a_class_the_longest_runs_start_first_and_the_classes_keep_their_
     assert cell[("pathfinder", "none", "h1", "base")] > cell[short]
 
 
+def test_a_manifest_that_cannot_say_its_counts_gives_no_head_start_and_no_error(tmp_path) -> None:
+    from pdelra.planning.config_check import with_defaults
+
+    config = with_defaults(yaml.safe_load((REPO / "config" / "demo.yaml").read_text()))
+    config["data"]["processed_dir"] = str(tmp_path)
+    (tmp_path / "image").mkdir()
+    (tmp_path / "image" / "manifest.json").write_text('{"task": "image"}')
+    cell = priorities.cell_priorities(config)
+    assert cell[("image", "none", "h1", "base")] == 3
+    assert cell[("pathfinder", "none", "h1", "base")] == pytest.approx(3 + priorities.LONGEST_FIRST)
+
+
 def test_the_plan_says_in_which_order_the_hours_are_spent() -> None:
     """The paper config without calibration: the paper's 245 jobs and 3,900 requested hours first, diagnose's
     CPU jobs, then the related systems' 138 jobs; reversed when the config says so."""

@@ -172,6 +172,7 @@ def test_the_workflow_submits_its_jobs_with_the_recorded_nodes_excluded(tmp_path
     assert extras() == {"--mail-type=FAIL --exclude=gpu07", "--exclude=gpu07"}
 
 
+@pytest.mark.slow  # Snakemake runs the smoke job: a real `pdelra smoke` process
 def test_the_smoke_rule_runs_pdelra_smoke_on_the_workflows_config_before_any_training(tmp_path: Path) -> None:
     """cluster.smoke: rule smoke runs `pdelra smoke` on the resolved config (a YAML file it accepts) and
     writes smoke/any.ok; until then every training job waits on it, after it none reruns it."""

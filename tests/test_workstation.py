@@ -64,6 +64,7 @@ def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
     return a[0] < b[1] and b[0] < a[1]
 
 
+@pytest.mark.slow  # Snakemake runs four jobs on the profile
 def test_the_workstation_profile_runs_one_gpu_job_at_a_time_and_cpu_jobs_beside_it(tmp_path: Path) -> None:
     profile = yaml.safe_load((PROFILE / "profile.yaml").read_text())
     assert {"gpu=1", "dvc=1"} <= set(profile["resources"])

@@ -78,15 +78,23 @@ def cell_priorities(config: Mapping[str, Any]) -> dict[Cell, float]:
     PathFinder runs before its 64-token ListOps ones."""
     settings = experiment.selected_settings(config)
     priority = rule_priorities(order_of(config))
-    data = {task: estimate.task_data(config, task) for task in config["tasks"]}
     work: dict[Cell, float] = {}
     for run in experiment.lra_runs(config):
         if run[:4] not in work:
             run_config = experiment.run_config(config, settings, *run)
-            work[run[:4]] = estimate.run_flops(run_config, data[run[0]])
+            work[run[:4]] = _work(run_config, config)
     largest = max(work.values(), default=0.0) or 1.0
     classes = cell_classes(config)
     return {cell: priority[classes[cell]] + LONGEST_FIRST * w / largest for cell, w in work.items()}
+
+
+def _work(run_config: Mapping[str, Any], config: Mapping[str, Any]) -> float:
+    """A run's estimated FLOPs; 0 (no head start) where its task's data cannot say how many examples it has
+    (a manifest without counts): an order of jobs is no reason to refuse a workflow."""
+    try:
+        return estimate.run_flops(run_config, estimate.task_data(config, run_config["task"]))
+    except (KeyError, TypeError, ValueError, OSError):
+        return 0.0
 
 
 def job_class(job: TrainingJob) -> str:
