@@ -249,7 +249,7 @@ def workspace(tmp_path: Path) -> Path:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Two workers (`make test`: pytest -n 2)
+# Workers (`make test`: pytest -n 3; `make test-fast`: -n 2)
 # ---------------------------------------------------------------------------------------------------------
 # Each worker takes whole groups: a group is a test module, so its module fixtures are built once, except that
 # the modules whose slow tests work on `finished_tiny` form one group, so it is trained once. The longest
