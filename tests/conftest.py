@@ -253,7 +253,9 @@ def workspace(tmp_path: Path) -> Path:
 # ---------------------------------------------------------------------------------------------------------
 # Each worker takes whole groups: a group is a test module, so its module fixtures are built once, except that
 # the modules whose slow tests work on `finished_tiny` form one group, so it is trained once. The longest
-# groups go first, so that no worker is left alone with one of them at the end.
+# groups go first, so that neither worker is left alone with one of them at the end (measured on the 2-core
+# machine: the Slurm module ~6 min, the finished_tiny group ~3 min, the claims' noise and reach simulations
+# ~3 min each on one core).
 SHARED_WORKSPACE_GROUP = "finished_tiny"
 SHARED_WORKSPACE_MODULES = (
     "test_workflow_run",
@@ -262,23 +264,13 @@ SHARED_WORKSPACE_MODULES = (
     "test_template",
     "test_new_part",
 )
-# The groups of 40 s or more, longest first (one worker's seconds, `make test` on 2026-12-07): a long group
-# collected late (test_own_system, test_seeds) otherwise ran alone at the end while the other workers idled.
 FIRST_GROUPS = (
-    "test_slurm",  # ~470 s, mostly waiting on the cluster
-    "test_slurm_submit",  # ~240 s
-    SHARED_WORKSPACE_GROUP,  # ~230 s
-    "test_claims_noise",  # ~160 s
-    "test_friction",
-    "test_seeds",
-    "test_claims_failures",
-    "test_faults",
-    "test_config",
-    "test_own_system",
+    "test_slurm",
+    SHARED_WORKSPACE_GROUP,
+    "test_slurm_submit",
+    "test_claims_noise",
     "test_claims_reach",
-    "test_report",
-    "test_workflow",
-    "test_new_task",  # its own tiny workspace (a task of its own): ~30 s
+    "test_new_task",  # its own tiny workspace (a task of its own): ~1 min
 )
 
 
