@@ -253,7 +253,7 @@ def workspace(tmp_path: Path) -> Path:
 # ---------------------------------------------------------------------------------------------------------
 # Each worker takes whole groups: a group is a test module, so its module fixtures are built once, except that
 # the modules whose slow tests work on `finished_tiny` form one group, so it is trained once. The longest
-# groups go first, so that neither worker is left alone with one of them at the end (measured on the 2-core
+# groups go first, so that no worker is left alone with one of them at the end (measured on the 2-core
 # machine: the Slurm module ~6 min, the finished_tiny group ~3 min, the claims' noise and reach simulations
 # ~3 min each on one core).
 SHARED_WORKSPACE_GROUP = "finished_tiny"
