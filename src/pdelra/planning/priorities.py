@@ -78,22 +78,35 @@ def cell_priorities(config: Mapping[str, Any]) -> dict[Cell, float]:
     PathFinder runs before its 64-token ListOps ones."""
     settings = experiment.selected_settings(config)
     priority = rule_priorities(order_of(config))
+    data = {task: _task_data(config, task) for task in config["tasks"]}
+    classes: dict[Cell, str] = {}
     work: dict[Cell, float] = {}
     for run in experiment.lra_runs(config):
-        if run[:4] not in work:
+        cell: Cell = run[:4]
+        if cell not in classes:
             run_config = experiment.run_config(config, settings, *run)
-            work[run[:4]] = _work(run_config, config)
+            classes[cell] = run_class(run[1], _backbone(run_config))
+            work[cell] = _work(run_config, data[run[0]])
     largest = max(work.values(), default=0.0) or 1.0
-    classes = cell_classes(config)
-    return {cell: priority[classes[cell]] + LONGEST_FIRST * w / largest for cell, w in work.items()}
+    return {cell: priority[classes[cell]] + LONGEST_FIRST * work[cell] / largest for cell in classes}
 
 
-def _work(run_config: Mapping[str, Any], config: Mapping[str, Any]) -> float:
-    """A run's estimated FLOPs; 0 (no head start) where its task's data cannot say how many examples it has
-    (a manifest without counts): an order of jobs is no reason to refuse a workflow."""
+def _task_data(config: Mapping[str, Any], task: str) -> Mapping[str, Any] | None:
+    """The task's counts and sizes (estimate.task_data); None where its manifest cannot say them (no
+    `counts`): an order of jobs is no reason to refuse a workflow."""
     try:
-        return estimate.run_flops(run_config, estimate.task_data(config, run_config["task"]))
+        return estimate.task_data(config, task)
     except (KeyError, TypeError, ValueError, OSError):
+        return None
+
+
+def _work(run_config: Mapping[str, Any], data: Mapping[str, Any] | None) -> float:
+    """A run's estimated FLOPs; 0 (no head start) without its task's data."""
+    if data is None:
+        return 0.0
+    try:
+        return estimate.run_flops(run_config, data)
+    except (KeyError, TypeError, ValueError):
         return 0.0
 
 
