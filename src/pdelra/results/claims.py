@@ -109,6 +109,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from pdelra import paper
 from pdelra.results import power, stats
 
@@ -168,16 +170,16 @@ def adjust(rows: pd.DataFrame, *, power: bool = True) -> pd.DataFrame:
     `adjustment`, `verdict`; adds `size`, `paper_in_ci` and the power columns; orders the columns as
     `CLAIM_COLUMNS`. Ties in p-values keep the claims' order (a stable sort), so the table is the same
     however the runs were listed."""
-    frame = rows.copy()
-    frame["p_adjusted"] = frame["p_value"].astype(float)
-    frame["power_level"] = ALPHA
-    frame["adjustment"] = ""
-    for family, group in frame.groupby("family", sort=False):
-        p_values = group["p_value"].astype(float).tolist()
-        frame.loc[group.index, "p_adjusted"] = stats.holm(p_values)
-        frame.loc[group.index, "power_level"] = holm_levels(p_values)
-        what = "the 3 primary claims" if family == "primary" else f"'{family}' ({len(group)} claims)"
-        frame.loc[group.index, "adjustment"] = f"Holm within {what}"
+    frame = rows.copy().reset_index(drop=True)
+    p_values = frame["p_value"].astype(float).to_numpy()
+    adjusted, levels = p_values.copy(), np.full(len(frame), ALPHA)
+    adjustment = np.full(len(frame), "", dtype=object)
+    for family, where in frame.groupby("family", sort=False).indices.items():
+        adjusted[where] = stats.holm(p_values[where].tolist())
+        levels[where] = holm_levels(p_values[where].tolist())
+        what = "the 3 primary claims" if family == "primary" else f"'{family}' ({len(where)} claims)"
+        adjustment[where] = f"Holm within {what}"
+    frame["p_adjusted"], frame["power_level"], frame["adjustment"] = adjusted, levels, adjustment
     decided = frame["verdict_unadjusted"].isin(["reproduced", "contradicted"])
     keep = decided & (frame["p_adjusted"] < ALPHA)
     frame["verdict"] = frame["verdict_unadjusted"].where(~decided | keep, "inconclusive")
@@ -187,10 +189,9 @@ def adjust(rows: pd.DataFrame, *, power: bool = True) -> pd.DataFrame:
         None if _isnan(p) or _isnan(lo) or _isnan(hi) else bool(lo <= p <= hi) for p, lo, hi in bounds
     ]
     columns = ("detectable_effect", "power_at_paper", "seeds_needed")
-    nan = (math.nan, math.nan, math.nan)
-    powers = [_power_columns(row) if power else nan for row in frame.to_dict("records")]
+    powers = [_power_columns(row) for row in frame.to_dict("records")] if power else []
     for i, column in enumerate(columns):
-        frame[column] = [p[i] for p in powers]
+        frame[column] = [p[i] for p in powers] if power else math.nan
     return frame[list(CLAIM_COLUMNS)].reset_index(drop=True)
 
 

@@ -135,7 +135,8 @@ def _per_cell(
         seeds = sorted(set.intersection(*(set(v) for v in values.values())))
         if len(seeds) < 2:
             return f"{label}: {len(seeds)} seed(s) shared by the cells"
-        effect += sum(w * float(np.mean([values[k][s] for s in seeds])) for k, w in keys.items()) / len(tasks)
+        # (means of a few floats: Python's sum costs a tenth of np.mean's, called thousands of times)
+        effect += sum(w * sum(values[k][s] for s in seeds) / len(seeds) for k, w in keys.items()) / len(tasks)
         scale = len(tasks) ** 2 * len(seeds)
         for k, w in keys.items():
             cell = noise.cells[k]

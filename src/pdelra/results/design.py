@@ -199,16 +199,16 @@ def borrow(key: CellKey, c: CellNoise, grid: Prior) -> CellNoise:
     d0_c = min(d0, D_c) · min(1, 2 P_c)², D_c the other lenders' df, P_c the prior-predictive probability of a
     spread at least as large as c's (F(own df, d0)); v_c = (d0_c s0² + d_c s_c²) / (d0_c + d_c) on
     d0_c + d_c df. Below `MODERATED_SEEDS` seeds the cell keeps its own."""
-    from scipy import stats
+    from scipy import special  # F's and χ²'s survival functions, as scipy.stats.f.sf and chi2.sf call them
 
     if c.own_df < MODERATED_SEEDS - 1:  # (a cell that lost a seed to a failure, or a small pilot)
         return c
     weight = min(grid.d0, grid.total - (c.own_df if key in grid.lenders else 0))
     ratio = c.own / grid.s0
     surprise = float(
-        stats.f.sf(ratio, c.own_df, grid.d0)
+        special.fdtrc(c.own_df, grid.d0, ratio)
         if math.isfinite(grid.d0)
-        else stats.chi2.sf(ratio * c.own_df, c.own_df)
+        else special.chdtrc(c.own_df, ratio * c.own_df)
     )
     borrowed = weight * min(1.0, 2 * surprise) ** 2
     variance = (borrowed * grid.s0 + c.own_df * c.own) / (borrowed + c.own_df)

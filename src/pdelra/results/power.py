@@ -167,12 +167,21 @@ def seeds_needed_all(
     def enough(n: int) -> bool:
         return power_all(effects, sd1s, n, dofs, level, correlation) >= TARGET_POWER
 
-    low, high = int(max(singles)), MAX_SEEDS
+    # Power rises with n, and the answer is mostly within a few seeds of the largest single: step up in
+    # doubling strides from there, then bisect the last stride (each joint power is a multivariate normal
+    # CDF, the table's costliest number).
+    low = int(max(singles))
     if enough(low):
         return float(low)
-    if not enough(high):
-        return math.nan
-    while high - low > 1:  # power rises with n: bisect (each joint power is a multivariate normal CDF)
+    stride = 1
+    while True:
+        high = min(low + stride, MAX_SEEDS)
+        if enough(high):
+            break
+        if high == MAX_SEEDS:
+            return math.nan
+        low, stride = high, 2 * stride
+    while high - low > 1:
         mid = (low + high) // 2
         low, high = (low, mid) if enough(mid) else (mid, high)
     return float(high)

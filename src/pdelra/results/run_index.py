@@ -95,6 +95,7 @@ class RunIndex:
         self._noise: dict[tuple[str, str, str], GridNoise] = {}
         self._assumed: dict[str, float] = {}
         self._cells: dict[tuple[Cell, str, str], SeedValues | None] = {}
+        self._seeds: dict[tuple[Cells, Metric], SeedValues] = {}  # seed_values' answers, by (cells, metric)
         # (task, cell) whose failed runs this view counts (`counting`), at chance accuracy when diverged
         self.counted: frozenset[tuple[str, Cell]] = frozenset()
         self._views: dict[frozenset[tuple[str, Cell]], RunIndex] = {}
@@ -147,7 +148,7 @@ class RunIndex:
             return self
         if cells not in self._views:
             other = copy.copy(self)
-            other.counted, other._cells, other._noise, other._views = cells, {}, {}, {}
+            other.counted, other._cells, other._noise, other._views, other._seeds = cells, {}, {}, {}, {}
             self._views[cells] = other
         return self._views[cells]
 
@@ -162,9 +163,10 @@ class RunIndex:
     def cell(self, cell: Cell, task: str, column: str) -> SeedValues | None:
         """The cell's runs on one task (see `SeedValues`), or None when the cell has no run; read once (a
         claims table reads each cell for many comparisons)."""
-        if (cell, task, column) not in self._cells:
-            self._cells[(cell, task, column)] = self._read_cell(cell, task, column)
-        return self._cells[(cell, task, column)]
+        key = (cell, task, column)
+        if key not in self._cells:
+            self._cells[key] = self._read_cell(cell, task, column)
+        return self._cells[key]
 
     def _read_cell(self, cell: Cell, task: str, column: str) -> SeedValues | None:
         key = (task, cell.variant, cell.scale, cell.setting)
@@ -289,7 +291,15 @@ def _isnan_or_none(value: Any) -> bool:
 
 def seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
     """The per-seed value of a cell (or pooled cells), averaged over the metric's tasks; only seeds usable
-    on every task (and every pooled cell). Seeds that some part lacks are named in the notes."""
+    on every task (and every pooled cell). Seeds that some part lacks are named in the notes. Computed once
+    per index (a claims table asks for each some four times; callers do not change it)."""
+    key = (cells, metric)
+    if key not in index._seeds:
+        index._seeds[key] = _seed_values(index, cells, metric)
+    return index._seeds[key]
+
+
+def _seed_values(index: RunIndex, cells: Cells, metric: Metric) -> SeedValues:
     parts = cells.cells if isinstance(cells, Pooled) else (cells,)
     per_part: list[tuple[str, dict[int, float], set[int]]] = []
     missing: list[str] = []
