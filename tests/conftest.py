@@ -51,9 +51,14 @@ os.environ.setdefault("PDELRA_FUSED_COMPILE", "0")
 # Every figure a test saves (the report notebook's included: the kernel inherits this) is checked for
 # overlapping texts and legends over data (pdelra.reporting.io.save_figure refuses it).
 os.environ.setdefault("PDELRA_CHECK_FIGURES", "1")
-# `pdelra config check` keeps its probes of users' operators in $XDG_CACHE_HOME/pdelra (by their code's
-# digest): the tests' go to a folder of this session's own, never to the user's home, and start empty.
-os.environ["XDG_CACHE_HOME"] = tempfile.mkdtemp(prefix="pdelra-test-cache-")
+# `pdelra config check` keeps its probes of users' operators and its answers in $XDG_CACHE_HOME/pdelra (by
+# the digests of the code and the config): the tests' go to a folder of this session's own, never to the
+# user's home, and start empty. One folder for the whole session: the xdist workers inherit the controller's
+# environment (this module runs there first), so a config one worker checked is not checked again by another.
+_SESSION_CACHE = "PDELRA_TEST_SESSION_CACHE"
+if _SESSION_CACHE not in os.environ:
+    os.environ[_SESSION_CACHE] = tempfile.mkdtemp(prefix="pdelra-test-cache-")
+os.environ["XDG_CACHE_HOME"] = os.environ[_SESSION_CACHE]
 
 
 @pytest.fixture(autouse=True)
