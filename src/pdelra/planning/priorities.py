@@ -54,15 +54,20 @@ def _backbone(run_config: Mapping[str, Any]) -> str:
     return str(run_config["model"].get("backbone", experiment.DIAGNOSED_BACKBONE))
 
 
-def cell_classes(config: Mapping[str, Any]) -> dict[Cell, str]:
-    """{grid cell: class} of every LRA run's cell (the seeds of a cell share its model, hence its class)."""
+def _cell_run_configs(config: Mapping[str, Any]) -> dict[Cell, Mapping[str, Any]]:
+    """{grid cell: its first run's resolved config} of every LRA run's cell: the seeds of a cell share its
+    model (hence its class) and its data (hence its work)."""
     settings = experiment.selected_settings(config)
-    classes: dict[Cell, str] = {}
+    configs: dict[Cell, Mapping[str, Any]] = {}
     for run in experiment.lra_runs(config):
-        cell: Cell = run[:4]
-        if cell not in classes:
-            classes[cell] = run_class(run[1], _backbone(experiment.run_config(config, settings, *run)))
-    return classes
+        if run[:4] not in configs:
+            configs[run[:4]] = experiment.run_config(config, settings, *run)
+    return configs
+
+
+def cell_classes(config: Mapping[str, Any]) -> dict[Cell, str]:
+    """{grid cell: class} of every LRA run's cell."""
+    return {cell: run_class(cell[1], _backbone(rc)) for cell, rc in _cell_run_configs(config).items()}
 
 
 # The most a cell's estimated work adds to its class's priority: under the 1 between two classes, so the order
@@ -76,19 +81,15 @@ def cell_priorities(config: Mapping[str, Any]) -> dict[Cell, float]:
     the largest cell's. Within a class the longest runs start first, so the last jobs to start are short
     ones rather than one long run on one core or GPU while the others wait: the demo's 1,024-token Image and
     PathFinder runs before its 64-token ListOps ones."""
-    settings = experiment.selected_settings(config)
+    configs = _cell_run_configs(config)
     priority = rule_priorities(order_of(config))
-    data = {task: _task_data(config, task) for task in config["tasks"]}
-    classes: dict[Cell, str] = {}
-    work: dict[Cell, float] = {}
-    for run in experiment.lra_runs(config):
-        cell: Cell = run[:4]
-        if cell not in classes:
-            run_config = experiment.run_config(config, settings, *run)
-            classes[cell] = run_class(run[1], _backbone(run_config))
-            work[cell] = _work(run_config, data[run[0]])
+    data = {task: _task_data(config, task) for task in {cell[0] for cell in configs}}  # each task's read once
+    work = {cell: _work(rc, data[cell[0]]) for cell, rc in configs.items()}
     largest = max(work.values(), default=0.0) or 1.0
-    return {cell: priority[classes[cell]] + LONGEST_FIRST * work[cell] / largest for cell in classes}
+    return {
+        cell: priority[run_class(cell[1], _backbone(rc))] + LONGEST_FIRST * work[cell] / largest
+        for cell, rc in configs.items()
+    }
 
 
 def _task_data(config: Mapping[str, Any], task: str) -> Mapping[str, Any] | None:
